@@ -1,0 +1,130 @@
+"""Tests for kgr.ingest.types: schema loading and application, and role-type inference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgr.errors import InputError
+from kgr.graph import Entity, Graph, Relationship
+from kgr.ingest import apply_schema, infer_types, load_schema, read_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+METAQA = ROOT / "fixtures" / "metaqa"
+FORMATS = ROOT / "fixtures" / "formats"
+BAD = FORMATS / "bad"
+
+
+@pytest.fixture(scope="module")
+def metaqa():
+    """The MetaQA fixture slice with inferred types."""
+    return read_graph([METAQA / "kb.txt"])
+
+
+def test_load_metaqa_schema():
+    schema = load_schema(METAQA / "schema.toml")
+    assert len(schema.relations) == 9
+    assert schema.relations["directed_by"] == ("movie", "director")
+    assert schema.relations["has_tags"] == ("movie", "tag")
+
+
+def test_read_graph_applies_schema():
+    graph = read_graph([METAQA / "kb.txt"], schema=METAQA / "schema.toml")
+    types = {t for e in graph.entities.values() for t in e.types}
+    assert types == {"movie", "director", "writer", "actor", "year", "language", "genre", "tag", "rating", "votes"}
+    movie = graph.relationships[0].source
+    assert graph.entities[movie].types == ["movie"]
+
+
+def test_schema_keeps_input_types():
+    graph = Graph(entities={"a": Entity("a", "A", types=["film"])},
+                  relationships=[Relationship("a", "directed_by", "b")])
+    graph.entity("b")
+    apply_schema(graph, load_schema(METAQA / "schema.toml"))
+    assert graph.entities["a"].types == ["film"]
+    assert graph.entities["b"].types == ["director"]
+
+
+def test_schema_missing_relation_lists_it():
+    with pytest.raises(InputError) as caught:
+        read_graph([FORMATS / "kb.txt"], schema=BAD / "schema_missing.toml")
+    assert caught.value.path == str(BAD / "schema_missing.toml")
+    assert "missing from the schema: release_year, starred_actors" in caught.value.message
+
+
+def test_schema_invalid_toml_names_line():
+    with pytest.raises(InputError) as caught:
+        load_schema(BAD / "schema_invalid.toml")
+    assert caught.value.line == 3 and "invalid TOML" in caught.value.message
+
+
+def test_schema_table_errors_name_table_line():
+    with pytest.raises(InputError) as caught:
+        load_schema(BAD / "schema_no_object.toml")
+    assert caught.value.line == 1 and "relations.directed_by needs a non-empty object type" in caught.value.message
+
+
+def test_schema_unknown_key(tmp_path):
+    path = tmp_path / "schema.toml"
+    path.write_text('[relations.r]\nsubject = "a"\nobjekt = "b"\n', encoding="utf-8")
+    with pytest.raises(InputError, match="unknown key.*objekt"):
+        load_schema(path)
+
+
+def test_missing_schema_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_schema(tmp_path / "none.toml")
+
+
+def test_inference_merges_movie_roles(metaqa):
+    groups = infer_types(_untyped_copy(metaqa))
+    movie_type = next(name for name, roles in groups.items() if "directed_by:subject" in roles)
+    assert sorted(groups[movie_type]) == sorted(f"{r}:subject" for r in {x.relation for x in metaqa.relationships})
+    # Named after its largest member role.
+    assert movie_type == "release_year:subject"
+
+
+def test_inference_keeps_directors_apart(metaqa):
+    movie = metaqa.relationships[0].source
+    assert metaqa.entities[movie].types == ["release_year:subject"]
+    director = next(r.target for r in metaqa.relationships if r.relation == "directed_by")
+    assert "directed_by:object" in metaqa.entities[director].types
+    for name in ("directed_by:object", "written_by:object", "starred_actors:object"):
+        assert any(e.types == [name] for e in metaqa.entities.values())
+
+
+def test_person_who_directs_and_acts_gets_two_types(metaqa):
+    directors = {r.target for r in metaqa.relationships if r.relation == "directed_by"}
+    actors = {r.target for r in metaqa.relationships if r.relation == "starred_actors"}
+    both = sorted(directors & actors)
+    assert both
+    for key in both:
+        assert {"directed_by:object", "starred_actors:object"} <= set(metaqa.entities[key].types)
+
+
+def test_inference_leaves_input_types_alone():
+    graph = read_graph([FORMATS / "entities.jsonl", FORMATS / "relationships.jsonl"])
+    assert graph.entities["m1"].types == ["movie"]
+    assert graph.entities["p2"].types == ["actor"]
+
+
+def test_inference_types_untyped_entities_only():
+    graph = Graph()
+    for source, target in (("m1", "p1"), ("m2", "p2")):
+        graph.entity(source)
+        graph.entity(target)
+        graph.relationships.append(Relationship(source, "directed_by", target))
+    graph.entities["p1"].types = ["person"]
+    infer_types(graph)
+    assert graph.entities["p1"].types == ["person"]
+    assert graph.entities["p2"].types == ["directed_by:object"]
+    assert graph.entities["m1"].types == ["directed_by:subject"]
+
+
+def _untyped_copy(graph: Graph) -> Graph:
+    """A copy of the graph's structure with every entity untyped."""
+    copy = Graph(relationships=list(graph.relationships))
+    for key, entity in graph.entities.items():
+        copy.entities[key] = Entity(key, entity.name)
+    return copy
