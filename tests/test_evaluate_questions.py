@@ -38,7 +38,7 @@ def test_metaqa_with_hops_from_path_and_qtypes(tmp_path):
         qtype="tag_to_movie",
     )
     assert second.anchors == ["Daniel  Pyne"] and second.answers == ["Jonathan Demme"]
-    assert second.question == "who directed the movies written by Daniel Pyne"
+    assert second.question == "who directed the movies written by [Daniel Pyne]"
     assert second.qtype == "writer_to_movie_to_director"
 
 
