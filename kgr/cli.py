@@ -133,6 +133,76 @@ def status(directory: Path = ProjectDir, as_json: bool = JsonOption, quiet: bool
         render_status(report, Output(quiet).out)
 
 
+@app.command()
+@command
+def reach(
+    directory: Path = ProjectDir,
+    show: Optional[str] = typer.Option(None, "--show", help="Print lookups for this entity (name or #id)."),
+    hop: Optional[int] = typer.Option(None, "--hop", help="With --show: one hop."),
+    type_name: Optional[str] = typer.Option(None, "--type", help="With --show and --hop: list the members."),
+    settings: list[str] = SetOption,
+    force: bool = ForceOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Build the reachability map (typed entities per hop), or inspect it with --show."""
+    from kgr.project import Project
+    from kgr.reach_stage import open_reach, resolve_entity, run_reach
+    from kgr.store import GraphStore
+
+    output = Output(quiet)
+    if show is not None:
+        with Project.open(directory, overrides=parse_settings(settings)) as project:
+            store = GraphStore(project)
+            reach_map = open_reach(project)
+            eid = resolve_entity(store, show)
+            if type_name is not None and hop is None:
+                raise KgrError("--type needs --hop")
+            try:
+                type_id = reach_map.type_id(type_name) if type_name is not None else None
+                shown = reach_map.show(eid, hop, type_id)
+            except (KeyError, ValueError) as exc:
+                raise KgrError(f"--show {show!r}: {exc}") from None
+        if "members" in shown:
+            shown["members"] = [store.names[m] for m in shown["members"]]
+        shown["entity"] = store.names[eid]
+        shown["types"] = store.types_of(eid) if "types" not in shown else shown["types"]
+        if as_json:
+            print_json(shown)
+        else:
+            render_reach_show(shown, output)
+        return
+    with Project.open(directory, write=True, overrides=parse_settings(settings)) as project:
+        stats = run_reach(project, force=force)
+    if stats is None:
+        output.info("reach is up to date; use --force to rebuild it")
+    elif as_json:
+        print_json(stats.to_dict())
+    else:
+        output.info(
+            f"reachability map: {stats.num_entities:,} entities, {stats.num_edges:,} relationships, H={stats.max_hops}; "
+            f"built in {stats.build_seconds:.2f}s, {stats.bytes_on_disk / 2**20:.1f} MiB; degree p50 "
+            f"{stats.degree_p50:.0f}, p99 {stats.degree_p99:.0f}, max {stats.max_degree:,}; "
+            f"{stats.hub_count:,} hubs (degree >= {stats.hub_threshold})"
+        )
+
+
+def render_reach_show(shown: dict, output: Output) -> None:
+    from rich.tree import Tree
+
+    tree = Tree(f"[bold]{shown['entity']}[/bold]")
+    if "members" in shown:
+        branch = tree.add(f"{shown['type']}: {shown['count']:,} at this hop")
+        for name in shown["members"]:
+            branch.add(name)
+    else:
+        for hop, types in shown.get("hops", {"?": shown.get("types", {})}).items():
+            branch = tree.add(f"hop {hop}")
+            for name, count in types.items():
+                branch.add(f"{name}: {count:,}")
+    output.out.print(tree)
+
+
 def main() -> None:
     app()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -35,6 +36,7 @@ class Encoder:
     def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256):
         self.model_name = model
         self.batch_size = batch_size
+        self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
 
     @property
@@ -44,6 +46,9 @@ class Encoder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
 
             try:
                 self._model = SentenceTransformer(resolve_model_path(self.model_name), device="cpu")
@@ -53,7 +58,7 @@ class Encoder:
 
     @property
     def dimension(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        return int(self.model.get_embedding_dimension())
 
     def encode(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """Vectors for `texts`, one row each, unit length."""
@@ -63,12 +68,14 @@ class Encoder:
         step = max(self.batch_size * 8, 1)
         for start in range(0, len(texts), step):
             batch = list(texts[start:start + step])
+            began = time.perf_counter()
             parts.append(
                 self.model.encode(
                     batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
                     show_progress_bar=False,
                 ).astype(np.float32, copy=False)
             )
+            self.encode_seconds += time.perf_counter() - began
             if progress:
                 progress(len(batch))
         return np.concatenate(parts)

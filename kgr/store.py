@@ -106,6 +106,8 @@ class GraphStore:
     def warm(self) -> None:
         """Load everything retrieval touches, so per-question latency excludes initialization."""
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
+        if self.passages:
+            _ = self.passage_vectors, self.entity_passages
         self.encoder.encode_query("warm up")
 
     def adjacency(self) -> dict[int, list[tuple[int, int]]]:

@@ -1,0 +1,159 @@
+"""The ingest stage: read a graph (and passages), embed it, and commit it to the project in one step."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kgr.embed import Encoder, reusable_vectors, write_meta, write_vector_table
+from kgr.errors import InputError
+from kgr.graph import Graph
+from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+@dataclass
+class IngestOptions:
+    """What to read: graph files, optional passages and type schema, and reader options."""
+
+    paths: list[Path]
+    fmt: str | None = None
+    passages: list[Path] = field(default_factory=list)
+    schema: Path | None = None
+    columns: dict[str, str] | None = None
+    delimiter: str | None = None
+
+    def fingerprint(self) -> str:
+        files = [*self.paths, *self.passages, *([self.schema] if self.schema else [])]
+        for path in files:
+            if not Path(path).is_file():
+                raise InputError(path, "no such file")
+        return fingerprint([file_fingerprint([Path(p) for p in files]), self.fmt, self.columns, self.delimiter,
+                            [p.name for p in self.passages], self.schema is not None])
+
+
+@dataclass
+class IngestReport:
+    """What an ingest run did, with timings split into reading, embedding and writing."""
+
+    skipped: bool
+    counts: dict[str, int]
+    seconds: dict[str, float]
+    encoded: int = 0
+
+
+def entity_text(name: str, description: str) -> str:
+    """The text embedded for an entity."""
+    return f"{name}. {description}" if description else name
+
+
+def run_ingest(
+    project: Project,
+    options: IngestOptions,
+    *,
+    force: bool = False,
+    progress: ProgressFactory | None = None,
+) -> IngestReport:
+    """Read, type, embed and store the graph; skip when the same inputs and config are already ingested."""
+    from kgr.ingest import fill_descriptions, link_passages, read_graph
+
+    started = time.time()
+    input_fp = options.fingerprint()
+    if not force and project.is_current("ingest", input_fp):
+        return IngestReport(skipped=True, counts=project.last_run("ingest").counts, seconds={})
+    graph = read_graph(
+        options.paths, fmt=options.fmt, passages=options.passages, schema=options.schema,
+        columns=options.columns, delimiter=options.delimiter,
+    )
+    fill_descriptions(graph)
+    links = link_passages(graph)
+    tables = _graph_tables(graph, links)
+    read_s = time.time() - started
+
+    embed_started = time.time()
+    gen = project.new_generation(VECTORS_DIR)
+    encoder = Encoder(project.config.embedding.model, project.config.embedding.batch_size)
+    write_meta(gen, encoder.model_name, encoder.dimension)
+    reuse = reusable_vectors([g for g in project.generations(VECTORS_DIR) if g != gen], encoder.model_name)
+    encoded = 0
+    for name, texts in (
+        ("entities", tables["entities"]["text"]),
+        ("relationships", tables["relationships"]["description"]),
+        ("passages", [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])]),
+    ):
+        tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
+        encoded += write_vector_table(gen, name, texts, encoder, reuse, tick)
+    embed_s = time.time() - embed_started
+
+    write_started = time.time()
+    counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
+    counts["types"] = len({t for t in tables["entity_types"]["type"]})
+    with project.transaction() as db:
+        for name, columns in tables.items():
+            _replace_table(db, name, columns)
+        project.record_stage(
+            "ingest", started=started, input_fingerprint=input_fp, upstream={},
+            counts={**counts, "embedding_model": encoder.model_name, "dimension": encoder.dimension},
+            artifacts={"vectors": gen},
+        )
+    project.prune_generations(VECTORS_DIR, keep=gen)
+    write_s = time.time() - write_started
+    return IngestReport(
+        skipped=False, counts=counts, encoded=encoded,
+        seconds={"read": round(read_s, 3), "embed": round(embed_s, 3), "write": round(write_s, 3),
+                 "encoder": round(encoder.encode_seconds, 3), "total": round(time.time() - started, 3)},
+    )
+
+
+def _graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
+    """Column lists for every graph table, with dense integer ids."""
+    eid = {key: index for index, key in enumerate(graph.entities)}
+    entities = list(graph.entities.values())
+    return {
+        "entities": {
+            "eid": list(range(len(entities))),
+            "key": [e.key for e in entities],
+            "name": [e.name for e in entities],
+            "description": [e.description for e in entities],
+            "text": [entity_text(e.name, e.description) for e in entities],
+        },
+        "entity_types": {
+            "eid": [eid[e.key] for e in entities for _ in e.types],
+            "type": [t for e in entities for t in e.types],
+        },
+        "relationships": {
+            "rid": list(range(len(graph.relationships))),
+            "src": [eid[r.source] for r in graph.relationships],
+            "dst": [eid[r.target] for r in graph.relationships],
+            "relation": [r.relation for r in graph.relationships],
+            "description": [r.description for r in graph.relationships],
+        },
+        "passages": {
+            "pid": list(range(len(graph.passages))),
+            "key": [p.key for p in graph.passages],
+            "title": [p.title for p in graph.passages],
+            "text": [p.text for p in graph.passages],
+        },
+        "entity_passages": {
+            "eid": [eid[key] for key, _ in links],
+            "pid": [pid for _, pid in links],
+        },
+    }
+
+
+_COLUMN_TYPES = {"eid": "INTEGER", "rid": "INTEGER", "pid": "INTEGER", "src": "INTEGER", "dst": "INTEGER"}
+
+
+def _replace_table(db, name: str, columns: dict[str, list]) -> None:
+    import pyarrow as pa
+
+    arrow = pa.table({column: pa.array(values, type=pa.int32() if column in _COLUMN_TYPES else pa.string())
+                      for column, values in columns.items()})
+    db.register("_incoming", arrow)
+    try:
+        db.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
+    finally:
+        db.unregister("_incoming")
