@@ -1,0 +1,331 @@
+"""DotRAG: trajectory discovery and ranking (the plan), then hop-by-hop relational path search over the map."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kgr.backbone.offline import OfflinePolicy
+from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
+from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.budget import pack_paths, token_counter
+from kgr.methods.records import RetrievalRecord
+from kgr.store import GraphStore, normalize_name
+
+
+def type_schema(store: GraphStore, share: float = 0.5) -> dict[str, list[tuple[str, str]]]:
+    """Type-level steps (relation, next type) seen in the graph, in both directions.
+
+    An entity may carry several types, so a relation also links minor types (a director who also acts is an
+    actor); a step is kept when it has at least `share` of the count of that relation's most frequent target type.
+    """
+    indptr, type_ids = store.type_indptr, store.type_ids
+    counts = np.diff(indptr)
+    # every (edge, source type, target type) combination
+    src_rep = np.repeat(np.arange(len(store.src)), counts[store.src])
+    src_types = type_ids[_csr_positions(indptr, store.src)]
+    dst_counts = counts[store.dst[src_rep]]
+    edge = np.repeat(src_rep, dst_counts)
+    ta = np.repeat(src_types, dst_counts)
+    tb = type_ids[_csr_positions(indptr, store.dst[src_rep])]
+    relation = store.relation_ids[edge]
+    tally: Counter = Counter()
+    for a, r, b, n in _unique_counts(ta, relation, tb):
+        tally[(a, r, b)] += n
+        tally[(b, r, a)] += n
+    best: dict[tuple[int, int], int] = {}
+    for (a, r, b), n in tally.items():
+        best[(a, r)] = max(best.get((a, r), 0), n)
+    schema: dict[str, list[tuple[str, str]]] = {}
+    for (a, r, b), n in sorted(tally.items(), key=lambda item: -item[1]):
+        if n >= share * best[(a, r)]:
+            schema.setdefault(store.type_names[a], []).append((store.relation_labels[r], store.type_names[b]))
+    return schema
+
+
+def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    starts, lengths = indptr[rows], indptr[rows + 1] - indptr[rows]
+    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + offsets
+
+
+def _unique_counts(*columns: np.ndarray):
+    if not len(columns[0]):
+        return []
+    stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+    unique, counts = np.unique(stacked, axis=0, return_counts=True)
+    return [(*map(int, row), int(n)) for row, n in zip(unique, counts)]
+
+
+def make_policy(context: RunContext, store: GraphStore) -> Policy:
+    """The policy named by backbone.model: `offline`, `random`, or an LLM (falling back to offline)."""
+    offline = OfflinePolicy(store.encoder.encode, type_schema(store), max_hops=context.config.dotrag.max_hops)
+    if context.backbone == "offline":
+        return offline
+    if context.backbone == "random":
+        return RandomPolicy(context.config.backbone.seed)
+    overview = context.overview if context.config.dotrag.use_overview else ""
+    return LLMPolicy(context.client, offline, overview)
+
+
+@dataclass
+class Path:
+    """Relationships from an anchor outward; `eids` has one more entry than `rids`."""
+
+    rids: tuple[int, ...]
+    eids: tuple[int, ...]
+    sims: tuple[float, ...]
+
+    @property
+    def score(self) -> float:
+        return float(sum(self.sims))
+
+
+@dataclass
+class Pair:
+    """A planned (anchor, first-hop type) trajectory and its priority."""
+
+    anchor: int
+    anchor_rank: int
+    type: str
+    type_rank: int
+    query: str
+    previews: list[str] = field(default_factory=list)
+
+
+class DotRAG:
+    """LLM-guided relational path retrieval, with the offline, random or an LLM policy making decisions."""
+
+    name = "dotrag"
+    needs_reach = True
+
+    def __init__(self, context: RunContext):
+        self.context = context
+        self.store = context.store
+        self.settings = context.config.dotrag
+        self.reach = context.open_reach()
+        self.policy = make_policy(context, self.store)
+        self.count = token_counter(context.config.budget.encoding)
+        self._query_vectors: dict[str, np.ndarray] = {}
+
+    # -- planning ----------------------------------------------------------------------------------------------
+    def plan(self, query: Query) -> dict[str, Any]:
+        """Trajectory discovery and ranking: anchors, first-hop types with previews, and the kept pairs."""
+        watch = Stopwatch()
+        settings, store = self.settings, self.store
+        question = query.text
+        qv = self._embed(query.plain)
+        seed_scores = store.entity_vectors @ qv
+        seeds = top_k(seed_scores, settings.seeds)
+        anchors = self._anchors(query, seeds, seed_scores)
+        options = [AnchorOption(store.names[e], store.types_of(e), named, float(seed_scores[e]))
+                   for e, named in anchors]
+        watch.lap("seeds")
+        anchor_order = self.policy.rank_anchors(query.id, question, options)
+        watch.lap("rank_anchors")
+        pairs: list[Pair] = []
+        wanted_anchors = -(-settings.trajectories // max(settings.trajectories_per_anchor, 1))
+        for anchor_rank, index in enumerate(anchor_order[:wanted_anchors]):
+            eid = anchors[index][0]
+            trajectories = self._trajectories(eid, qv)
+            if not trajectories:
+                continue
+            order, first_query = self.policy.rank_trajectories(query.id, question, options[index], trajectories)
+            for type_rank, t in enumerate(order[:settings.trajectories_per_anchor]):
+                pairs.append(Pair(eid, anchor_rank, trajectories[t].type, type_rank, first_query,
+                                  trajectories[t].previews))
+        pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))
+        watch.lap("rank_trajectories")
+        return {
+            "anchors": [{"eid": e, "name": o.name, "types": o.types, "named": o.named,
+                         "similarity": round(o.similarity, 4), "rank": anchor_order.index(i)}
+                        for i, ((e, _), o) in enumerate(zip(anchors, options))],
+            "pairs": [asdict(p) for p in pairs[:settings.trajectories]],
+            "timings_ms": watch.steps,
+            "latency_ms": watch.total_ms,
+        }
+
+    def _anchors(self, query: Query, seeds: np.ndarray, scores: np.ndarray) -> list[tuple[int, bool]]:
+        """Entities named in the question (bracketed mentions, else seed names found in it), else the top seeds."""
+        store = self.store
+        named: list[int] = []
+        for mention in query.mentions:
+            matches = store.name_index.get(normalize_name(mention), [])
+            exact = [e for e in matches if store.names[e] == mention]
+            named.extend(exact or matches)
+        if not named:
+            text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
+            spans = []
+            for e in seeds.tolist():
+                name = normalize_name(re.sub(r"[^0-9A-Za-z]+", " ", store.names[e]))
+                at = text.find(f" {name} ") if name else -1
+                if at >= 0:
+                    spans.append((at, at + len(name) + 1, e))
+            named = [e for s, t, e in spans
+                     if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
+        if named:
+            return [(e, True) for e in dict.fromkeys(named)]
+        return [(e, False) for e in seeds[:self.settings.anchors].tolist()]
+
+    def _trajectories(self, anchor: int, qv: np.ndarray) -> list[TrajectoryOption]:
+        """First-hop types from the anchor, with the relations leading there and the previews most like the query."""
+        options = []
+        frontier = np.array([anchor], dtype=np.int32)
+        for type_id, count in sorted(self.reach.type_counts(anchor, 1).items()):
+            rids, _, _ = self.reach.extending_edges(anchor, 1, type_id, frontier)
+            previews = []
+            if self.settings.use_previews and len(rids):
+                sims = self.store.relationship_vectors[rids] @ qv
+                previews = [self.store.relationship_texts[rids[i]] for i in top_k(sims, self.settings.previews)]
+            options.append(TrajectoryOption(self.reach.type_names[type_id], count, self._relations(rids), previews))
+        return options
+
+    def _relations(self, rids: np.ndarray) -> list[str]:
+        """The relation labels among `rids` with at least half the count of the most frequent one."""
+        if not len(rids):
+            return []
+        labels, counts = np.unique(self.store.relation_ids[rids], return_counts=True)
+        keep = counts >= 0.5 * counts.max()
+        order = np.argsort(-counts[keep], kind="stable")
+        return [self.store.relation_labels[i] for i in labels[keep][order]]
+
+    # -- path search -------------------------------------------------------------------------------------------
+    def retrieve(self, query: Query, plan: dict[str, Any] | None = None) -> RetrievalRecord:
+        watch = Stopwatch()
+        planned_ms = 0.0
+        if plan is None:
+            plan = self.plan(query)
+            planned_ms = plan["latency_ms"]
+        watch.lap("plan")
+        trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
+        ranked: list[tuple[tuple, Path]] = []
+        for priority, pair in enumerate(plan["pairs"]):
+            paths, walk, preferred = self._search(query, Pair(**pair), trace)
+            trace["trajectories"].append({"anchor": self.store.names[pair["anchor"]], "type": pair["type"],
+                                          "hops": [asdict(h) for h in walk], "preferred_depths": preferred})
+            for path in paths:
+                ranked.append(((priority, preferred.index(len(path.rids)), -path.score), path))
+        watch.lap("search")
+        ranked.sort(key=lambda item: item[0])
+        unique: dict[tuple[int, ...], Path] = {}
+        for _, path in ranked:
+            unique.setdefault(path.rids, path)
+        paths = list(unique.values())
+        packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
+                            endpoints=[p.eids for p in paths])
+        watch.lap("pack")
+        anchors = {p["anchor"] for p in plan["pairs"]}
+        names = self.store.names
+        kept_paths = [paths[i] for i in packed.kept_paths]
+        trace["cut_by_budget"] = sorted({names[e] for i in packed.cut_paths for e in paths[i].eids[1:]})
+        trace["reached"] = sorted(trace["reached"])
+        trace["filtered"] = sorted(trace["filtered"])
+        return RetrievalRecord(
+            id=query.id, question=query.text, method=self.name, backbone=self.policy.name,
+            anchors=[a["name"] for a in plan["anchors"] if a["eid"] in anchors],
+            entities=[names[e] for e in packed.eids if e not in anchors],
+            paths=[self._describe(p) for p in kept_paths],
+            context=packed.context, context_tokens=packed.tokens,
+            latency_ms=round(watch.total_ms - watch.steps.get("plan", 0.0) + planned_ms, 3),
+            timings_ms={**{f"plan.{k}": v for k, v in plan.get("timings_ms", {}).items()},
+                        **{k: v for k, v in watch.steps.items() if k != "plan"}},
+            trace=trace, **self.context.usage(query.id),
+        )
+
+    def _search(self, query: Query, pair: Pair, trace: dict) -> tuple[list[Path], list[HopSummary], list[int]]:
+        """Walk from the anchor hop by hop; return the paths at the preferred depths, the walk and those depths."""
+        settings, store, reach = self.settings, self.store, self.reach
+        anchor = pair.anchor
+        anchor_option = AnchorOption(store.names[anchor], store.types_of(anchor), True, 1.0)
+        frontier = np.array([anchor], dtype=np.int32)
+        by_depth: dict[int, list[Path]] = {0: [Path((), (anchor,), ())]}
+        walk: list[HopSummary] = []
+        type_name, hop_query = pair.type, pair.query
+        edges = None
+        preferred: list[int] = []
+        for depth in range(1, settings.max_hops + 1):
+            type_id = reach.type_id(type_name)
+            if edges is None:
+                edges = self._candidates(anchor, depth, type_id, frontier)
+            rids, near, far = edges
+            kept, sims = self._select(rids, hop_query)
+            trace["reached"].update(store.names[e] for e in far.tolist())
+            kept_set = set(kept.tolist())
+            trace["filtered"].update(store.names[far[i]] for i in range(len(rids)) if i not in kept_set)
+            if not len(kept):
+                break
+            by_depth[depth] = self._extend(by_depth[depth - 1], rids[kept], near[kept], far[kept], sims[kept])
+            frontier = np.unique(far[kept]).astype(np.int32)
+            walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[kept[0]])), len(kept),
+                                   [store.relationship_texts[r] for r in rids[kept][:3]]))
+            if depth == settings.max_hops:
+                preferred = [depth]  # the walk went all the way on purpose: its last hop holds the answer
+                break
+            options, option_edges = self._next_options(anchor, depth + 1, frontier)
+            step = self.policy.review(query.id, query.text, anchor_option, walk, options, settings.max_hops)
+            if isinstance(step, Continue):
+                type_name, hop_query = options[step.option].type, step.query
+                edges = option_edges[step.option]
+                continue
+            preferred = [d for d in step.depths if d in by_depth and d > 0]
+            break
+        if not preferred and walk:
+            preferred = [len(walk)]
+        paths = [p for d in preferred for p in by_depth.get(d, [])]
+        return paths, walk, preferred
+
+    def _candidates(self, anchor: int, depth: int, type_id: int, frontier: np.ndarray):
+        """Relationships searched at this hop: those extending the frontier toward N_{h,t}(anchor)."""
+        if self.settings.constrained_search:
+            return self.reach.extending_edges(anchor, depth, type_id, frontier)
+        rids = np.arange(len(self.store.src), dtype=np.int64)  # the "no constrained search" ablation
+        in_frontier = np.isin(self.store.src, frontier)
+        near = np.where(in_frontier, self.store.src, self.store.dst)
+        far = np.where(in_frontier, self.store.dst, self.store.src)
+        return rids, near, far
+
+    def _select(self, rids: np.ndarray, hop_query: str) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the top-ks candidates above the minimum similarity to the hop's query, and all similarities."""
+        sims = self.store.relationship_vectors[rids] @ self._embed(hop_query)
+        best = top_k(sims, self.settings.search_top)
+        floor = self.settings.min_similarity
+        if self.settings.relative_margin > 0 and len(best):
+            floor = max(floor, float(sims[best[0]]) - self.settings.relative_margin)
+        return best[sims[best] >= floor], sims
+
+    def _extend(self, paths: list[Path], rids, near, far, sims) -> list[Path]:
+        ending: dict[int, list[Path]] = {}
+        for path in paths:
+            ending.setdefault(path.eids[-1], []).append(path)
+        extended = [Path(p.rids + (int(r),), p.eids + (int(v),), p.sims + (round(float(s), 4),))
+                    for r, u, v, s in zip(rids.tolist(), near.tolist(), far.tolist(), sims.tolist())
+                    for p in ending.get(u, [])]
+        extended.sort(key=lambda p: -p.score)
+        return extended[: 4 * self.settings.search_top]
+
+    def _next_options(self, anchor: int, depth: int, frontier: np.ndarray):
+        """Types at the next hop that the frontier actually reaches, with the relationships leading there."""
+        options, option_edges = [], []
+        for type_id, _ in sorted(self.reach.type_counts(anchor, depth).items()):
+            rids, near, far = self.reach.extending_edges(anchor, depth, type_id, frontier)
+            if len(rids):
+                options.append(TrajectoryOption(self.reach.type_names[type_id], len(np.unique(far)),
+                                                self._relations(rids)))
+                option_edges.append((rids, near, far))
+        return options, option_edges
+
+    def _embed(self, text: str) -> np.ndarray:
+        if text not in self._query_vectors:
+            if len(self._query_vectors) > 4096:
+                self._query_vectors.clear()
+            self._query_vectors[text] = self.store.encoder.encode_query(text)
+        return self._query_vectors[text]
+
+    def _describe(self, path: Path) -> dict[str, Any]:
+        names = self.store.names
+        return {"entities": [names[e] for e in path.eids], "relations": [self.store.relation_of(r) for r in path.rids],
+                "similarities": list(path.sims), "score": round(path.score, 4), "depth": len(path.rids)}
