@@ -92,7 +92,7 @@ class RunContext:
             return {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         usage = self.client.log.usage(question_id)
         return {"llm_calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost}
+                "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost_usd}
 
 
 class Method(Protocol):

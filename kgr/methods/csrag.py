@@ -1,0 +1,460 @@
+"""CS-RAG: constraint-based, sufficiency-guided retrieval.
+
+A question becomes a plan of atomic constraints (`kgr.methods.csrag_plan`). Each constraint whose source side is
+known (an anchored entity mention, or a variable bound earlier) is retrieved over the one-hop neighbourhood of its
+source entities: relation alignment keeps the top `align_top` candidates by the cosine of their relation label to the
+constraint's variants, contextual reranking keeps the top `rerank_top`. The pool is *sufficient* when its effective
+size N_eff = 1/sum(p^2), p = softmax(scores / temperature), is at most `gamma`; a sufficient (resolved) constraint
+binds its variable to the far endpoints of its round(N_eff) best candidates (intersecting with earlier bindings of the
+same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
+passages (textual recovery); resolved ones contribute the passages linked to their kept triples' entities.
+
+The pure steps (`n_eff`, `sufficient`, `bind`, `propagate`) take plain values so they can be tested without models.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from kgr.errors import KgrError
+from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.csrag_plan import (
+    Constraint,
+    Plan,
+    PlanIndex,
+    is_variable,
+    plan_index,
+    plan_question,
+    variable_type,
+)
+from kgr.methods.records import RetrievalRecord
+
+__all__ = [
+    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "plan_question", "propagate", "softmax",
+    "sufficient",
+]
+
+
+# -- pure logic ----------------------------------------------------------------------------------------------
+def softmax(scores: Sequence[float], temperature: float) -> np.ndarray:
+    """Softmax of scores / temperature (a temperature <= 0 puts all mass on the best score)."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size == 0:
+        return values
+    if temperature <= 0:
+        p = (values == values.max()).astype(np.float64)
+        return p / p.sum()
+    z = np.exp((values - values.max()) / temperature)
+    return z / z.sum()
+
+
+def n_eff(scores: Sequence[float], temperature: float) -> float:
+    """Effective pool size 1/sum(p^2): 1 when one candidate dominates, len(scores) when all tie; 0 for no pool."""
+    p = softmax(scores, temperature)
+    return float(1.0 / np.sum(p * p)) if p.size else 0.0
+
+
+def sufficient(scores: Sequence[float], temperature: float, gamma: float) -> tuple[float, bool]:
+    """(N_eff, resolved): a non-empty pool is sufficient when N_eff <= gamma."""
+    value = n_eff(scores, temperature)
+    return value, bool(len(scores)) and value <= gamma + 1e-9
+
+
+@dataclass
+class Candidate:
+    """A triple in a constraint's pool: `near` is the known side, `far` the other endpoint."""
+
+    rid: int
+    near: int
+    far: int
+    align: float = 0.0
+    score: float = 0.0
+
+
+@dataclass
+class ConstraintState:
+    """What happened to one constraint."""
+
+    index: int
+    status: str = "pending"  # resolved | unresolved | blocked
+    reason: str = ""
+    source: str | None = None  # the term retrieved from
+    target: str | None = None
+    sources: list[int] = field(default_factory=list)
+    pool: list[Candidate] = field(default_factory=list)
+    n_eff: float = 0.0
+    bound: list[int] = field(default_factory=list)  # far endpoints this constraint proposed for its target
+
+
+def bind(pool: Sequence[Candidate], value: float) -> list[int]:
+    """Far endpoints of the round(N_eff) best candidates (at least one), distinct, best first: the binding of a
+    resolved pool keeps as many candidates as the pool effectively has."""
+    count = max(1, math.floor(value + 0.5))
+    return list(dict.fromkeys(c.far for c in pool[:count]))
+
+
+def propagate(
+    constraints: Sequence[Constraint],
+    anchors: Mapping[str, Sequence[int]],
+    retrieve: Callable[[int, list[int], dict[str, list[int]]], list[Candidate]],
+    temperature: float,
+    gamma: float,
+    on_decided: Callable[[ConstraintState], None] | None = None,
+) -> tuple[list[ConstraintState], dict[str, list[int]]]:
+    """Run every constraint whose source is known until nothing more propagates; return states and bindings.
+
+    `retrieve(index, source_entities, bindings_so_far)` returns the constraint's reranked pool, best first;
+    `on_decided(state)` is called after each constraint is decided.
+    A constraint's source is its head when the head is an entity mention (resolved to `anchors`) or a bound
+    variable, else its tail under the same condition. Variables used as sources wait until every constraint that
+    binds them from an entity has run (so intersections are final), unless nothing else can progress.
+    A variable bound by several resolved constraints keeps the intersection; an empty intersection unbinds it and
+    marks all the constraints that bound it unresolved.
+    """
+    states = [ConstraintState(i) for i in range(len(constraints))]
+    bindings: dict[str, list[int]] = {}
+    binders: dict[str, list[int]] = {}
+    dead: set[str] = set()
+
+    def known(term: str) -> bool:
+        return (not is_variable(term)) or term in bindings
+
+    def orient(c: Constraint) -> tuple[str, str] | None:
+        if known(c.head):
+            return c.head, c.tail
+        if known(c.tail):
+            return c.tail, c.head
+        return None
+
+    def settled(term: str, pending: list[int]) -> bool:
+        """No pending constraint still to bind `term` from an entity mention."""
+        return all(
+            not (term in (c.head, c.tail) and any(not is_variable(t) for t in (c.head, c.tail)))
+            for j in pending for c in [constraints[j]]
+        )
+
+    strict = True
+    decided: list[ConstraintState] = []
+    while True:
+        if on_decided is not None and decided:
+            on_decided(decided.pop())
+        pending = [i for i, s in enumerate(states) if s.status == "pending"]
+        ready = []
+        for i in pending:
+            oriented = orient(constraints[i])
+            if oriented is None:
+                continue
+            source = oriented[0]
+            if strict and is_variable(source) and not settled(source, [j for j in pending if j != i]):
+                continue
+            ready.append((i, oriented))
+        if not ready:
+            if strict and pending:
+                strict = False
+                continue
+            break
+        strict = True
+        i, (source, target) = ready[0]
+        state = states[i]
+        decided.append(state)
+        state.source, state.target = source, target
+        state.sources = list(dict.fromkeys(anchors.get(source, []) if not is_variable(source) else bindings[source]))
+        if not state.sources:
+            state.status, state.reason = "unresolved", f"no entity matches {source!r}"
+            continue
+        state.pool = retrieve(i, state.sources, bindings)
+        state.n_eff, ok = sufficient([c.score for c in state.pool], temperature, gamma)
+        if not ok:
+            state.status = "unresolved"
+            state.reason = "no candidates" if not state.pool else f"N_eff {state.n_eff:.2f} > gamma {gamma:g}"
+            continue
+        state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
+        if not is_variable(target):
+            continue
+        state.bound = bind(state.pool, state.n_eff)
+        if target in dead:
+            state.status, state.reason = "unresolved", f"{target} has conflicting bindings"
+            continue
+        binders.setdefault(target, []).append(i)
+        if target in bindings:
+            proposed = set(state.bound)
+            kept = [e for e in bindings[target] if e in proposed]
+            if kept:
+                bindings[target] = kept
+            else:
+                del bindings[target]
+                dead.add(target)
+                for j in binders[target]:
+                    states[j].status, states[j].reason = "unresolved", f"empty intersection for {target}"
+        else:
+            bindings[target] = list(state.bound)
+    if on_decided is not None and decided:
+        on_decided(decided.pop())
+    for state in states:
+        if state.status == "pending":
+            state.status, state.reason = "blocked", "its variables were never bound"
+    return states, bindings
+
+
+# -- the method ------------------------------------------------------------------------------------------------
+class CSRAG:
+    """CS-RAG over a GraphStore; `plans` maps question ids to stored plans (Plan or Plan.to_dict() dicts)."""
+
+    name: ClassVar[str] = "csrag"
+    needs_reach: ClassVar[bool] = False
+
+    def __init__(self, context: RunContext, plans: Mapping[str, Plan | dict] | None = None):
+        self.context = context
+        self.store = context.store
+        self.settings = context.config.csrag
+        self.index: PlanIndex = plan_index(self.store)
+        self.plans = dict(plans or {})
+        self._cross_encoder = None
+        self._label_rows = {words: row for row, words in enumerate(self.index.label_words)}
+        from kgr.methods.budget import token_counter
+
+        self.count = token_counter(context.config.budget.encoding)
+
+    def plan(self, query: Query) -> dict[str, Any]:
+        """The question's plan as JSON-able data (what `kgr plan --method csrag` stores; `retrieve(plan=...)` takes
+        it back)."""
+        return plan_question(self.context, query).to_dict()
+
+    # -- reranking ---------------------------------------------------------------------------------------------
+    @property
+    def reranker_name(self) -> str:
+        name = self.settings.reranker.strip()
+        return f"cross-encoder:{name}" if name else f"bi-encoder:{self.store.model_name}"
+
+    def _cross(self):
+        if self._cross_encoder is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            try:
+                from sentence_transformers import CrossEncoder
+
+                self._cross_encoder = CrossEncoder(self.settings.reranker, device="cpu")
+            except Exception as exc:  # any loading failure means the configured reranker is unusable
+                raise KgrError(f"cannot load csrag.reranker {self.settings.reranker!r}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        return self._cross_encoder
+
+    def rerank(self, query_text: str, query_vector: np.ndarray, texts: list[str], vectors: np.ndarray) -> np.ndarray:
+        """Scores of (question | constraint, text) pairs: cross-encoder when configured, else bi-encoder cosine."""
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        if not self.settings.reranker.strip():
+            return vectors @ query_vector
+        scores = np.asarray(self._cross().predict([(query_text, t) for t in texts], show_progress_bar=False),
+                            dtype=np.float64).reshape(len(texts), -1)[:, -1]
+        if scores.min() < 0 or scores.max() > 1:  # logits: squash so the temperature means the same thing
+            scores = 1 / (1 + np.exp(-scores))
+        return scores
+
+    def encode_variants(self, c: Constraint, query_text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the constraint's variants (graph labels reuse their stored vectors) and of `query_text`,
+        encoded in one batch."""
+        variants = list(dict.fromkeys(c.variants or [c.relation]))
+        missing = [v for v in variants if v not in self._label_rows]
+        encoded = self.store.encoder.encode(missing + [query_text])
+        fresh = dict(zip(missing, encoded[:-1]))
+        labels = self.index.label_vectors
+        rows = [labels[self._label_rows[v]] if v in self._label_rows else fresh[v] for v in variants]
+        return np.stack(rows), encoded[-1]
+
+    # -- linearization -------------------------------------------------------------------------------------------
+    def _term_text(self, term: str, plan: Plan, bindings: dict[str, list[int]], anchors: dict[str, list[int]],
+                   skip: int, depth: int = 0) -> str:
+        names = self.store.names
+        if not is_variable(term):
+            return names[anchors[term][0]] if anchors.get(term) else term
+        if term in bindings:
+            return " or ".join(names[e] for e in bindings[term][:3])
+        if depth < 3:
+            for j, c in enumerate(plan.constraints):
+                if j != skip and term in (c.head, c.tail):
+                    other = c.head if c.tail == term else c.tail
+                    return f"the {c.relation} of {self._term_text(other, plan, bindings, anchors, j, depth + 1)}"
+        return variable_type(term)
+
+    def linearize(self, index: int, plan: Plan, bindings: dict[str, list[int]], anchors: dict[str, list[int]]) -> str:
+        c = plan.constraints[index]
+        head = self._term_text(c.head, plan, bindings, anchors, index)
+        tail = variable_type(c.tail) if is_variable(c.tail) and c.tail not in bindings else \
+            self._term_text(c.tail, plan, bindings, anchors, index)
+        return f"{head} {c.relation} {tail}"
+
+    # -- retrieval -----------------------------------------------------------------------------------------------
+    def retrieve(self, query: Query, plan: Plan | dict | None = None) -> RetrievalRecord:
+        watch = Stopwatch()
+        store, settings = self.store, self.settings
+        if plan is None:
+            plan = self.plans.get(query.id)
+        if isinstance(plan, dict):
+            plan = Plan.from_dict(plan, source="stored")
+        elif plan is not None:
+            plan.source = plan.source if plan.source == "stored" else f"stored:{plan.source}"
+        if plan is None:
+            plan = plan_question(self.context, query)
+        watch.lap("plan")
+
+        anchors: dict[str, list[int]] = {m: [e for e, _ in self.index.match_anchors(m, settings.anchor_matches)]
+                                         for m in plan.mentions}
+        anchor_ids = {e for eids in anchors.values() for e in eids}
+        watch.lap("anchors")
+
+        reached: set[int] = set(anchor_ids)
+        aligned_out: set[int] = set()
+        plain = query.plain
+
+        used_rids: set[int] = set()
+
+        def on_decided(state: ConstraintState) -> None:
+            # Triples that bound a variable are not candidates again (no walking back along the edge just taken).
+            if state.status == "resolved":
+                used_rids.update(c.rid for c in state.pool if c.far in state.bound)
+
+        def retrieve_constraint(i: int, sources: list[int], bound: dict[str, list[int]]) -> list[Candidate]:
+            c = plan.constraints[i]
+            rids, near, far = self.index.incident(sources)
+            fresh = np.array([r not in used_rids for r in rids.tolist()], dtype=bool)
+            rids, near, far = rids[fresh], near[fresh], far[fresh]
+            reached.update(far.tolist())
+            if rids.size == 0:
+                return []
+            # Deduplicate by triple (a triple between two sources appears from both sides: keep the first).
+            _, first = np.unique(rids, return_index=True)
+            first.sort()
+            rids, near, far = rids[first], near[first], far[first]
+            qc_text = f"{plain} | {self.linearize(i, plan, bound, anchors)}"
+            variant_vectors, qc_vector = self.encode_variants(c, qc_text)
+            align_all = (self.index.label_vectors[store.relation_ids[rids]] @ variant_vectors.T).max(axis=1)
+            keep = top_k(align_all, settings.align_top)
+            aligned_out.update(far[np.setdiff1d(np.arange(rids.size), keep)].tolist())
+            rids, near, far, align = rids[keep], near[keep], far[keep], align_all[keep]
+            texts = [store.relationship_texts[r] for r in rids.tolist()] if settings.reranker.strip() else \
+                [""] * rids.size
+            scores = self.rerank(qc_text, qc_vector, texts, store.relationship_vectors[rids])
+            best = top_k(np.asarray(scores, dtype=np.float64), settings.rerank_top)
+            pool = [Candidate(int(rids[j]), int(near[j]), int(far[j]), float(align[j]), float(scores[j]))
+                    for j in best.tolist()]
+            chosen = set(best.tolist())
+            aligned_out.update(int(far[j]) for j in range(rids.size) if j not in chosen)
+            return pool
+
+        states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
+                                     settings.gamma, on_decided)
+        watch.lap("constraints")
+
+        # Textual recovery for unresolved constraints; linked passages for resolved ones.
+        passage_ids: list[int] = []
+        recovered: dict[int, list[dict[str, Any]]] = {}
+        has_passages = bool(store.passages)
+        for state in states:
+            i = state.index
+            if state.status == "resolved":
+                if has_passages:
+                    kept = sorted(state.pool, key=lambda c: c.far not in state.bound)
+                    for cand in kept:
+                        for e in (cand.near, cand.far):
+                            passage_ids.extend(store.entity_passages.get(e, []))
+                continue
+            if not has_passages:
+                continue
+            text = self.linearize(i, plan, bindings, anchors)
+            qc_text = f"{plain} | {text}"
+            first_vec, qc_vec = store.encoder.encode([text, qc_text])
+            first = top_k(store.passage_vectors @ first_vec, settings.passages_first)
+            texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \
+                if settings.reranker.strip() else [""] * first.size
+            scores = self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first])
+            keep = top_k(np.asarray(scores, dtype=np.float64), settings.passages_keep)
+            chosen = [int(first[j]) for j in keep.tolist()]
+            recovered[i] = [{"title": store.passages[p][0], "score": round(float(scores[j]), 4)}
+                            for p, j in zip(chosen, keep.tolist())]
+            passage_ids.extend(chosen)
+        passage_ids = list(dict.fromkeys(passage_ids))
+        watch.lap("passages")
+
+        from kgr.methods.budget import pack_paths
+
+        ranked = [(state.index, cand) for state in states if state.status == "resolved" for cand in state.pool]
+        seen_rids: set[int] = set()
+        paths, endpoints, scored = [], [], []
+        for i, cand in ranked:
+            if cand.rid in seen_rids:
+                continue
+            seen_rids.add(cand.rid)
+            paths.append([cand.rid])
+            endpoints.append([cand.near, cand.far])
+            scored.append((i, cand))
+        packed = pack_paths(store, paths, self.context.config.budget.tokens, self.count, endpoints=endpoints,
+                            passages=passage_ids)
+        watch.lap("pack")
+
+        names = store.names
+        kept_paths = [scored[k] for k in packed.kept_paths]
+        entity_order: list[int] = []
+        for _, cand in kept_paths:
+            for e in (cand.far, cand.near):
+                if e not in anchor_ids:
+                    entity_order.append(e)
+        entity_order = list(dict.fromkeys(entity_order))
+        kept_set = set(entity_order) | anchor_ids
+        cut = {e for k in packed.cut_paths for e in (scored[k][1].near, scored[k][1].far)} - kept_set
+        pooled = {e for s in states for c in s.pool for e in (c.near, c.far)}
+        filtered = (aligned_out | pooled) - kept_set - cut
+        usage = self.context.usage(query.id)
+        trace = {
+            "plan": plan.to_dict(),
+            "plan_source": plan.source,
+            "reranker": self.reranker_name,
+            "anchors": {m: [names[e] for e in eids] for m, eids in anchors.items()},
+            "constraints": [self._state_trace(s, plan, recovered) for s in states],
+            "bindings": {v: [names[e] for e in eids] for v, eids in bindings.items()},
+            "reached": sorted({names[e] for e in reached}),
+            "filtered": sorted({names[e] for e in filtered}),
+            "cut_by_budget": sorted({names[e] for e in cut}),
+        }
+        return RetrievalRecord(
+            id=query.id,
+            question=query.text,
+            method=self.name,
+            backbone=self.context.backbone,
+            anchors=list(dict.fromkeys(names[e] for eids in anchors.values() for e in eids)),
+            entities=[names[e] for e in entity_order],
+            paths=[{"entities": [names[c.near], names[c.far]], "relations": [store.relation_of(c.rid)],
+                    "similarities": [round(c.score, 4)], "score": round(c.score, 4), "constraint": i}
+                   for i, c in kept_paths],
+            context=packed.context,
+            context_tokens=packed.tokens,
+            passages=[store.passages[p][0] for p in packed.pids],
+            llm_calls=int(usage["llm_calls"]),
+            prompt_tokens=int(usage["prompt_tokens"]),
+            completion_tokens=int(usage["completion_tokens"]),
+            cost_usd=float(usage["cost_usd"]),
+            latency_ms=watch.total_ms,
+            timings_ms=watch.steps,
+            trace=trace,
+        )
+
+    def _state_trace(self, state: ConstraintState, plan: Plan, recovered: dict[int, list]) -> dict[str, Any]:
+        store, names = self.store, self.store.names
+        temperature = self.settings.temperature
+        probs = softmax([c.score for c in state.pool], temperature)
+        return {
+            "constraint": plan.constraints[state.index].to_dict(),
+            "decision": state.status,
+            "reason": state.reason,
+            "source": state.source,
+            "sources": [names[e] for e in state.sources],
+            "n_eff": round(state.n_eff, 4),
+            "pool": [{"triple": list(store.triple(c.rid)), "align": round(c.align, 4), "score": round(c.score, 4),
+                      "p": round(float(p), 4)} for c, p in zip(state.pool, probs)],
+            "bound": [names[e] for e in state.bound],
+            "passages": recovered.get(state.index, []),
+        }

@@ -1,0 +1,466 @@
+"""CS-RAG planning: a question as an ordered plan of atomic constraints (h, r, t) over entities and variables.
+
+A term is an entity mention (any text) or a typed variable (`?film`, `?person1`). Each constraint carries up to
+`csrag.variants` relation phrasings. Plans come from the backbone (`csrag_plan` template, validated, one repair,
+then the offline planner) or, with no LLM, straight from the offline planner, which reads the graph itself:
+
+1. Anchor mentions: the bracketed mentions of the question; else entity names occurring in it (longest
+   non-overlapping matches, whole words, casefolded); else the entity whose name tokens the question covers best
+   (at least half of them); else the entity whose embedding is closest to the question.
+2. The question's residual (the text without its mentions) is embedded once, and so is every relation label of the
+   graph in plain words (`kgr.graph.relation_words`, once per store).
+3. Hop by hop from each anchor: the labels of the relationships around the current frontier (both directions, not
+   the edges already walked) are ranked by cosine to the residual; the best becomes the constraint's relation and
+   the top m its variants; the frontier moves to that relation's far endpoints, named by a variable typed after
+   their most common entity type.
+4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
+   HOP_FLOOR and no less than hop 1's score minus HOP_MARGIN / (h - 1) (a further relation that matches the question
+   about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the words of the
+   labels already used are removed from the residual, so a further hop must match a part of the question the
+   earlier ones did not explain (a label that is not literally in the question, like `father` for "paternal
+   grandfather", keeps its score and may repeat). At most MAX_HOPS hops.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kgr.graph import relation_words
+from kgr.store import GraphStore, normalize_name
+
+if TYPE_CHECKING:
+    from kgr.methods.base import Query, RunContext
+
+PLAN_VERSION = 1
+MAX_HOPS = 3
+HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
+HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
+MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
+_VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
+_WORD = re.compile(r"\w+")
+_CHUNK = re.compile(r"\S+")
+STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
+    "who whom whose why how with s".split()
+)
+
+
+class PlanError(ValueError):
+    """An unusable plan; the message says what is wrong (it is shown to the model in the repair prompt)."""
+
+
+def is_variable(term: str) -> bool:
+    return term.startswith("?")
+
+
+def variable_type(term: str) -> str:
+    """The type word of a variable: `?film2` -> `film`."""
+    word = re.sub(r"[\d_\-]+$", "", term.lstrip("?")).replace("_", " ").strip()
+    return word or "entity"
+
+
+@dataclass
+class Constraint:
+    """One atomic constraint: head and tail are mentions or variables; variants are relation phrasings."""
+
+    head: str
+    relation: str
+    tail: str
+    variants: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head": self.head, "relation": self.relation, "tail": self.tail, "variants": list(self.variants)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Constraint":
+        variants = [str(v) for v in data.get("variants") or data.get("relations") or []]
+        relation = str(data.get("relation") or (variants[0] if variants else ""))
+        return cls(str(data["head"]), relation, str(data["tail"]), variants or ([relation] if relation else []))
+
+    def text(self) -> str:
+        return f"({self.head}, {self.relation}, {self.tail})"
+
+
+@dataclass
+class Plan:
+    """An ordered list of constraints; `answer` (optional) names the term the question asks for."""
+
+    question: str
+    constraints: list[Constraint]
+    answer: str | None = None
+    source: str = "offline"  # offline | llm | cache | fallback | stored
+    reason: str = ""
+    version: int = PLAN_VERSION
+
+    @property
+    def variables(self) -> list[str]:
+        return list(dict.fromkeys(t for c in self.constraints for t in (c.head, c.tail) if is_variable(t)))
+
+    @property
+    def mentions(self) -> list[str]:
+        return list(dict.fromkeys(t for c in self.constraints for t in (c.head, c.tail) if not is_variable(t)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "question": self.question, "source": self.source, "reason": self.reason,
+            "answer": self.answer, "constraints": [c.to_dict() for c in self.constraints],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "Plan":
+        """A stored plan (validated); `source` overrides the recorded one (e.g. "stored")."""
+        plan = cls(
+            question=str(data.get("question", "")),
+            constraints=[Constraint.from_dict(c) for c in data.get("constraints") or []],
+            answer=data.get("answer") or None,
+            source=source or str(data.get("source", "stored")),
+            reason=str(data.get("reason", "")),
+            version=int(data.get("version", PLAN_VERSION)),
+        )
+        return validate_plan(plan)
+
+    def describe(self) -> str:
+        return " ; ".join(c.text() for c in self.constraints)
+
+
+def validate_plan(plan: Plan) -> Plan:
+    """Return the plan if usable, else raise PlanError naming the first problem."""
+    if not plan.constraints:
+        raise PlanError("the plan has no constraints; give at least one")
+    for number, c in enumerate(plan.constraints, 1):
+        for side, term in (("head", c.head), ("tail", c.tail)):
+            if not isinstance(term, str) or not term.strip():
+                raise PlanError(f"constraint {number} has an empty {side}")
+            if is_variable(term) and not _VARIABLE.match(term):
+                raise PlanError(f"constraint {number}: {term!r} is not a variable name like ?film")
+        if c.head.strip() == c.tail.strip():
+            raise PlanError(f"constraint {number} relates {c.head!r} to itself")
+        if not c.variants or any(not isinstance(v, str) or not v.strip() for v in c.variants):
+            raise PlanError(f"constraint {number} needs at least one non-empty relation variant")
+        if not c.relation.strip():
+            c.relation = c.variants[0]
+    # Every variable must be reachable from a constraint anchored on an entity mention.
+    bound: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for c in plan.constraints:
+            terms = (c.head, c.tail)
+            if any(not is_variable(t) or t in bound for t in terms):
+                for t in terms:
+                    if is_variable(t) and t not in bound:
+                        bound.add(t)
+                        changed = True
+    for variable in plan.variables:
+        if variable not in bound:
+            raise PlanError(f"variable {variable} is not connected to any constraint that names an entity")
+    if plan.answer is not None:
+        if not isinstance(plan.answer, str) or plan.answer not in plan.variables + plan.mentions:
+            raise PlanError(f"the answer {plan.answer!r} refers to no term of the plan")
+    return plan
+
+
+# -- the graph-side index shared by the planner and the method ------------------------------------------------
+def tokens(text: str) -> list[str]:
+    return [t for t in _WORD.findall(text.casefold())]
+
+
+def content_tokens(text: str) -> set[str]:
+    return {t for t in tokens(text) if t not in STOPWORDS}
+
+
+class PlanIndex:
+    """Incidence lists, name lookups and relation-label vectors of one store (built once, shared)."""
+
+    def __init__(self, store: GraphStore):
+        self.store = store
+        n = store.num_entities
+        src, dst = store.src.astype(np.int64), store.dst.astype(np.int64)
+        rids = np.arange(src.size, dtype=np.int64)
+        loop = src == dst
+        ends = np.concatenate([src, dst[~loop]])
+        others = np.concatenate([dst, src[~loop]])
+        edge = np.concatenate([rids, rids[~loop]])
+        order = np.argsort(ends, kind="stable")
+        self.inc_rid = edge[order]
+        self.inc_far = others[order]
+        self.indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ends, minlength=n), out=self.indptr[1:])
+        self.label_words = [relation_words(label) or label for label in store.relation_labels]
+        self.max_name_chars = max((len(name) for name in store.names), default=0)
+        self._label_vectors: np.ndarray | None = None
+        self._token_index: dict[str, list[int]] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def label_vectors(self) -> np.ndarray:
+        """Unit vectors of the relation labels in plain words, embedded once per store."""
+        with self._lock:
+            if self._label_vectors is None:
+                self._label_vectors = self.store.encoder.encode(self.label_words)
+        return self._label_vectors
+
+    @property
+    def token_index(self) -> dict[str, list[int]]:
+        with self._lock:
+            if self._token_index is None:
+                index: dict[str, list[int]] = {}
+                for eid, name in enumerate(self.store.names):
+                    for token in content_tokens(name):
+                        index.setdefault(token, []).append(eid)
+                self._token_index = index
+        return self._token_index
+
+    def incident(self, eids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rids, near, far) of every relationship touching `eids`, either direction."""
+        parts = [(self.inc_rid[self.indptr[e]:self.indptr[e + 1]], np.full(self.indptr[e + 1] - self.indptr[e], e),
+                  self.inc_far[self.indptr[e]:self.indptr[e + 1]]) for e in dict.fromkeys(int(x) for x in eids)]
+        if not parts:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    def find_names(self, text: str) -> list[tuple[int, int, str]]:
+        """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
+        starts = sorted({m.start() for m in _WORD.finditer(text)} | {m.start() for m in _CHUNK.finditer(text)})
+        ends = sorted({m.end() for m in _WORD.finditer(text)} | {m.end() for m in _CHUNK.finditer(text)})
+        found = []
+        names = self.store.name_index
+        for s in starts:
+            for e in ends:
+                if e <= s or e - s > self.max_name_chars:
+                    continue
+                key = normalize_name(text[s:e])
+                if key in names and content_tokens(key) and _bounded(text, s, e):
+                    found.append((s, e, self.store.names[names[key][0]]))
+        chosen: list[tuple[int, int, str]] = []
+        for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
+            if all(e <= cs or s >= ce for cs, ce, _ in chosen):
+                chosen.append((s, e, name))
+        return sorted(chosen)
+
+    def match_anchors(self, mention: str, k: int) -> list[tuple[int, float]]:
+        """Up to k (eid, score) for a mention: exact name matches (score 1) when there are any, else the entities
+        whose names best share the mention's tokens (Jaccard, ties by coverage of the mention), coverage >= 0.5."""
+        exact = self.store.name_index.get(normalize_name(mention), [])
+        if exact:
+            return [(eid, 1.0) for eid in exact[:k]]
+        wanted = content_tokens(mention) or set(tokens(mention))
+        if not wanted:
+            return []
+        counts: Counter[int] = Counter()
+        for token in wanted:
+            for eid in self.token_index.get(token, ()):
+                counts[eid] += 1
+        scored = []
+        for eid, shared in counts.items():
+            name_tokens = content_tokens(self.store.names[eid]) or set(tokens(self.store.names[eid]))
+            coverage = shared / len(wanted)
+            if coverage < MIN_COVERAGE:
+                continue
+            jaccard = shared / len(wanted | name_tokens)
+            scored.append((jaccard, coverage, -eid))
+        scored.sort(reverse=True)
+        return [(-neg, round(j, 4)) for j, _, neg in scored[:k]]
+
+    def best_covered(self, text: str) -> int | None:
+        """The entity whose name tokens `text` covers best (at least MIN_COVERAGE of them, two tokens shared when
+        the name has several), for questions naming no entity exactly."""
+        words = content_tokens(text)
+        counts: Counter[int] = Counter()
+        for token in words:
+            for eid in self.token_index.get(token, ()):
+                counts[eid] += 1
+        best, best_key = None, None
+        for eid, shared in counts.items():
+            size = len(content_tokens(self.store.names[eid])) or 1
+            key = (shared / size, shared, -eid)
+            if shared / size >= MIN_COVERAGE and (size == 1 or shared >= 2) and (best_key is None or key > best_key):
+                best, best_key = eid, key
+        return best
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """No word character continues the match on either side."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
+
+
+_INDEXES: "weakref.WeakKeyDictionary[GraphStore, PlanIndex]" = weakref.WeakKeyDictionary()
+_INDEX_LOCK = threading.Lock()
+
+
+def plan_index(store: GraphStore) -> PlanIndex:
+    """The store's shared PlanIndex."""
+    with _INDEX_LOCK:
+        index = _INDEXES.get(store)
+        if index is None:
+            index = _INDEXES[store] = PlanIndex(store)
+        return index
+
+
+# -- the offline planner ---------------------------------------------------------------------------------------
+def anchor_mentions(index: PlanIndex, query: "Query") -> tuple[list[str], str]:
+    """The question's anchor mentions and its residual text (the question without them)."""
+    plain = query.plain
+    if query.mentions:
+        residual = re.sub(r"\[[^\[\]]+\]", " ", query.text)
+        return query.mentions, " ".join(residual.split())
+    found = index.find_names(plain)
+    if found:
+        residual, last = [], 0
+        for s, e, _ in found:
+            residual.append(plain[last:s])
+            last = e
+        residual.append(plain[last:])
+        return [plain[s:e] for s, e, _ in found], " ".join(" ".join(residual).split())
+    eid = index.best_covered(plain)
+    if eid is None and index.store.num_entities:
+        vector = index.store.encoder.encode_query(plain)
+        eid = int(np.argmax(index.store.entity_vectors @ vector))
+    return ([index.store.names[eid]] if eid is not None else []), plain
+
+
+def _drop_words(text: str, words: str) -> str:
+    for word in tokens(words):
+        text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", " ", text, flags=re.IGNORECASE)
+    return " ".join(text.split())
+
+
+def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
+    """A variable name for entities: their most common type, preferring a type named after the relation."""
+    counts = Counter(t for e in eids for t in store.types_of(e))
+    if not counts:
+        return "x"
+    slug = re.sub(r"\W+", "_", label.casefold()).strip("_")
+    ranked = sorted(counts, key=lambda t: (slug not in t.casefold(), -counts[t], t))
+    word = re.sub(r"\W+", "_", ranked[0].casefold()).strip("_")
+    return word if word and word[0].isalpha() else "x"
+
+
+def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3) -> Plan:
+    """Plan from the graph alone (see the module docstring for the rule)."""
+    store = index.store
+    mentions, residual = anchor_mentions(index, query)
+    constraints: list[Constraint] = []
+    used_names: Counter[str] = Counter()
+    label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
+    hops_trace = []
+    vectors: dict[str, np.ndarray] = {}
+    for mention in mentions:
+        anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
+        frontier, walked, head = anchors, set(), mention
+        first_score = None
+        remaining = residual
+        for hop in range(1, MAX_HOPS + 1):
+            rids, _, far = index.incident(frontier)
+            keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
+            rids, far = rids[keep], far[keep]
+            if rids.size == 0:
+                break
+            labels = np.unique(store.relation_ids[rids])
+            text = remaining or query.plain
+            if text not in vectors:
+                vectors[text] = store.encoder.encode_query(text)
+            vector = vectors[text]
+            sims = label_vectors[labels] @ vector
+            order = np.lexsort((labels, -sims))
+            best, score = int(labels[order[0]]), float(sims[order[0]])
+            hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best], "score": round(score, 4)})
+            if hop > 1 and (score < HOP_FLOOR or score < first_score - HOP_MARGIN / (hop - 1)):
+                break
+            chosen = store.relation_ids[rids] == best
+            targets = list(dict.fromkeys(far[chosen].tolist()))
+            word = _type_word(store, targets, index.label_words[best])
+            used_names[word] += 1
+            variable = f"?{word}{used_names[word]}"
+            words = [index.label_words[int(labels[i])] for i in order[:max(1, variants)]]
+            constraints.append(Constraint(head, index.label_words[best], variable, words))
+            walked.update(rids[chosen].tolist())
+            frontier, head = targets, variable
+            first_score = score if first_score is None else first_score
+            remaining = _drop_words(remaining, index.label_words[best]) or remaining
+    answer = constraints[-1].tail if constraints else None
+    plan = Plan(query.plain, constraints, answer=answer, source="offline",
+                reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']})" for h in hops_trace))
+    return plan
+
+
+# -- planning with the backbone --------------------------------------------------------------------------------
+def plan_schema(variants: int) -> dict[str, Any]:
+    constraint = {
+        "type": "object",
+        "properties": {
+            "head": {"type": "string"},
+            "relations": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "tail": {"type": "string"},
+        },
+        "required": ["head", "relations", "tail"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "constraints": {"type": "array", "items": constraint, "minItems": 1},
+            "answer": {"type": "string"},
+            "reason": {"type": "string"},
+        },
+        "required": ["constraints"],
+    }
+
+
+def plan_spec(question: str, variants: int):
+    """The DecisionSpec of a CS-RAG plan: schema plus validation (variants trimmed to m)."""
+    from kgr.backbone import DecisionSpec
+
+    def validate(data: dict[str, Any]) -> Plan:
+        constraints = []
+        for item in data["constraints"]:
+            words = list(dict.fromkeys(str(v).strip() for v in item["relations"] if str(v).strip()))[:max(1, variants)]
+            constraints.append(Constraint(item["head"].strip(), words[0] if words else "", item["tail"].strip(), words))
+        return validate_plan(Plan(question, constraints, answer=(data.get("answer") or None), source="llm"))
+
+    return DecisionSpec("csrag_plan", plan_schema(variants), validate)
+
+
+def relation_menu(store: GraphStore, limit: int = 60) -> str:
+    """The graph's most frequent relation labels in plain words, for the prompt."""
+    counts = np.bincount(store.relation_ids, minlength=len(store.relation_labels)) if store.relation_labels else []
+    order = np.argsort(-np.asarray(counts), kind="stable")[:limit] if len(counts) else []
+    return "\n".join(relation_words(store.relation_labels[i]) or store.relation_labels[i] for i in order)
+
+
+def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None) -> Plan:
+    """The plan of one question: from the backbone when there is one (repaired once, else offline), else offline."""
+    from kgr.backbone import decide
+
+    settings = context.config.csrag
+    index = plan_index(context.store)
+
+    def fallback() -> Plan:
+        return offline_plan(index, query, settings.variants, settings.anchor_matches)
+
+    if context.client is None:
+        return fallback()
+    decision = decide(
+        context.client,
+        plan_spec(query.plain, settings.variants),
+        {"question": query.text, "variants": settings.variants, "relations": relation_menu(context.store)},
+        fallback,
+        stage=stage or context.stage,
+        question_id=query.id,
+    )
+    plan = decision.value
+    plan.source = "fallback" if decision.source == "fallback" and context.client is not None else decision.source
+    if decision.source == "fallback":
+        plan.reason = f"{decision.reason} | offline: {plan.reason}"
+    elif decision.reason:
+        plan.reason = decision.reason
+    return plan
