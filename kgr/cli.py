@@ -203,6 +203,202 @@ def render_reach_show(shown: dict, output: Output) -> None:
     output.out.print(tree)
 
 
+BackboneOption = typer.Option(None, "--backbone", help="offline, random, or a LiteLLM model (e.g. openai/gpt-4o-mini).")
+MethodOption = typer.Option("dotrag", "--method", "-m", help="dotrag, csrag, bm25 or vss.")
+QuestionsOption = typer.Option(None, "--questions", help="Question file: MetaQA vanilla format or JSONL.")
+QueryOption = typer.Option(None, "--query", help="One question; [brackets] mark an entity mention.")
+LimitOption = typer.Option(0, "--limit", help="Sample this many questions (0 = all).")
+SeedOption = typer.Option(0, "--seed", help="Seed for --limit sampling.")
+NoCacheOption = typer.Option(False, "--no-cache", help="Bypass the backbone response cache.")
+
+
+def _queries(questions: Optional[Path], query: Optional[str], limit: int, seed: int) -> list:
+    """The queries named on the command line: one --query or a --questions file (optionally sampled)."""
+    from kgr.evaluate.questions import load_questions, sample
+    from kgr.methods.base import Query
+
+    if (questions is None) == (query is None):
+        raise KgrError("give either --query or --questions")
+    if query is not None:
+        return [Query("query", query)]
+    loaded = load_questions(questions)
+    if limit:
+        loaded = sample(loaded, limit, seed)
+    return [Query(q.id, q.question) for q in loaded]
+
+
+@app.command()
+@command
+def overview(
+    directory: Path = ProjectDir,
+    backbone: Optional[str] = BackboneOption,
+    show: bool = typer.Option(False, "--show", help="Print the stored overview instead of building it."),
+    no_cache: bool = NoCacheOption,
+    settings: list[str] = SetOption,
+    force: bool = ForceOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Summarize each entity type and the whole graph (|T|+1 backbone calls; extractive when offline)."""
+    from kgr.overview import read_overview, run_overview
+    from kgr.project import Project
+
+    output = Output(quiet)
+    overrides = parse_settings(settings, **{"backbone.model": backbone})
+    if show:
+        with Project.open(directory, overrides=overrides) as project:
+            output.out.print(read_overview(project), markup=False)
+        return
+    with Project.open(directory, write=True, overrides=overrides) as project, output.progress() as bar:
+        result = run_overview(project, force=force, use_cache=not no_cache, progress=bar)
+    if result is None:
+        output.info("overview is up to date; use --force to redo it (or --show to print it)")
+    else:
+        output.info(f"overview of {result['types']} types stored ({result['llm_calls']} backbone calls)")
+
+
+@app.command()
+@command
+def plan(
+    directory: Path = ProjectDir,
+    method: str = MethodOption,
+    questions: Optional[Path] = QuestionsOption,
+    query: Optional[str] = QueryOption,
+    backbone: Optional[str] = BackboneOption,
+    limit: int = LimitOption,
+    seed: int = SeedOption,
+    fresh: bool = typer.Option(False, "--fresh", help="Replan questions that already have a plan."),
+    no_cache: bool = NoCacheOption,
+    settings: list[str] = SetOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Plan questions (DotRAG trajectories, CS-RAG constraints) and store the plans for `retrieve`."""
+    from kgr.methods.runner import open_run, run_plans, stored_plans
+    from kgr.project import Project
+
+    output = Output(quiet)
+    queries = _queries(questions, query, limit, seed)
+    overrides = parse_settings(settings, **{"backbone.model": backbone})
+    with Project.open(directory, write=True, overrides=overrides) as project:
+        context = open_run(project, method, stage="plan", use_cache=not no_cache)
+        with output.progress() as bar:
+            done, skipped = run_plans(context, method, queries, fresh=fresh, progress=bar("planning", len(queries)))
+        if as_json:
+            plans = stored_plans(context, method)
+            print_json([plans[q.id] for q in queries if q.id in plans])
+    output.info(f"planned {done} question(s) with {method}; {skipped} already had a plan")
+
+
+@app.command()
+@command
+def retrieve(
+    directory: Path = ProjectDir,
+    method: str = MethodOption,
+    questions: Optional[Path] = QuestionsOption,
+    query: Optional[str] = QueryOption,
+    backbone: Optional[str] = BackboneOption,
+    limit: int = LimitOption,
+    seed: int = SeedOption,
+    run: Optional[str] = typer.Option(None, "--run", help="Name of the run (default: METHOD-BACKBONE)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the records to this JSONL file."),
+    explain: bool = typer.Option(False, "--explain", help="Print the paths as a tree, anchor to answers."),
+    workers: int = typer.Option(1, "--workers", help="Questions retrieved concurrently (for remote backbones)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Redo questions the run already has."),
+    no_cache: bool = NoCacheOption,
+    settings: list[str] = SetOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
+    from kgr.methods.records import write_jsonl
+    from kgr.methods.runner import export_jsonl, method_class, open_run, run_method
+    from kgr.project import Project
+
+    output = Output(quiet)
+    queries = _queries(questions, query, limit, seed)
+    overrides = parse_settings(settings, **{"backbone.model": backbone})
+    with Project.open(directory, write=True, overrides=overrides) as project:
+        context = open_run(project, method, use_cache=not no_cache)
+        if query is not None:
+            record = method_class(method)(context).retrieve(queries[0])
+            if out:
+                write_jsonl(out, [record])
+            if as_json:
+                sys.stdout.write(record.to_json() + "\n")
+            elif explain:
+                render_explain(record, output)
+            else:
+                output.out.print(record.context, markup=False, highlight=False)
+                output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, "
+                            f"{record.llm_calls} backbone calls, {record.latency_ms:.0f} ms")
+            return
+        with output.progress() as bar:
+            name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
+                                             progress=bar(f"retrieving ({method})", len(queries)))
+        if out:
+            export_jsonl(context, name, out, ids=[q.id for q in queries])
+    output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
+                (f"; records written to {out}" if out else ""))
+
+
+def render_explain(record, output: Output) -> None:
+    """The record's paths as a tree: anchor, then each hop's relation and entity."""
+    from rich.tree import Tree
+
+    tree = Tree(f"[bold]{record.question}[/bold]  [dim]({record.method}, {record.backbone})[/dim]")
+    nodes: dict[tuple, Tree] = {}
+    for path in record.paths:
+        entities, relations = path["entities"], path["relations"]
+        parent, key = tree, ()
+        if len(entities) == len(relations) + 1:
+            key = (entities[0],)
+            if key not in nodes:
+                nodes[key] = tree.add(f"[bold cyan]{entities[0]}[/bold cyan]")
+            parent, rest = nodes[key], list(zip(relations, entities[1:]))
+        else:
+            rest = list(zip(relations, entities))
+        for relation, entity in rest:
+            key = key + (relation, entity)
+            if key not in nodes:
+                nodes[key] = parent.add(f"[dim]{relation}[/dim] -> {entity}")
+            parent = nodes[key]
+    output.out.print(tree)
+    output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, {record.llm_calls} backbone calls, "
+                f"{record.latency_ms:.0f} ms")
+
+
+@app.command()
+@command
+def perturb(
+    source: Path = typer.Argument(..., help="An ingested project."),
+    target: Path = typer.Argument(..., help="New project directory for the damaged copy."),
+    mode: str = typer.Option(..., "--mode", help="noise (spurious relations) or incomplete (dropped edges)."),
+    ratio: float = typer.Option(..., "--ratio", help="Share of in-scope relationships to damage, in (0, 1]."),
+    scope: str = typer.Option("whole", "--scope", help="query (2-hop neighbourhoods of the anchors) or whole."),
+    questions: Optional[Path] = typer.Option(None, "--questions", help="Questions whose anchors define the scope."),
+    seed: int = typer.Option(0, "--seed"),
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Derive a damaged copy of a project (the CS-RAG robustness protocol)."""
+    from kgr.evaluate.questions import load_questions
+    from kgr.perturb import perturb_project
+    from kgr.project import Project
+
+    output = Output(quiet)
+    anchors = sorted({a for q in load_questions(questions) for a in q.anchors}) if questions else None
+    with Project.open(source) as project, output.progress() as bar:
+        report = perturb_project(project, target, mode=mode, ratio=ratio, scope=scope, seed=seed,
+                                 anchors=anchors, progress=bar)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    output.info(f"{target}: {report.affected:,} of {report.in_scope:,} in-scope relationships damaged "
+                f"({mode}, {scope}, ratio {ratio}, seed {seed}): {dict(report.by_operation)}")
+    if report.anchors_missing:
+        output.info(f"[yellow]warning:[/yellow] {len(report.anchors_missing)} anchor(s) not found in the graph")
+
+
 def main() -> None:
     app()
 

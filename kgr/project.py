@@ -39,6 +39,8 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
     "reach": ("reach",),
     "overview": ("overview", "backbone"),
 }
+# Stages a later stage may use but does not require (their absence is an ablation, not an error).
+OPTIONAL_INPUTS = {"overview"}
 
 _MANIFEST_DDL = """
 CREATE TABLE IF NOT EXISTS manifest (
@@ -276,8 +278,8 @@ class Project:
     def check_inputs(self, stage: str) -> dict[str, str]:
         """Refuse to run `stage` on missing or stale inputs; return the upstream run ids to record."""
         for name in STAGE_INPUTS.get(stage, ()):
-            if name == "overview":
-                continue  # optional: plans without an overview are the paper's "no overview" ablation
+            if name in OPTIONAL_INPUTS and self.last_run(name) is None:
+                continue  # plans without an overview are the paper's "no overview" ablation
             self.require(name)
         return self.upstream_ids(stage)
 

@@ -92,33 +92,42 @@ class OfflinePolicy:
     def rank_trajectories(self, qid: str, question: str, anchor: AnchorOption,
                           options: list[TrajectoryOption]) -> tuple[list[int], str]:
         scorer = self._scorer(question, anchor)
-        best: list[tuple[float, Chain]] = []
-        for option in options:
-            chains = [((r, option.type),) + tail for r in self._relations(option)
-                      for tail in self._lookahead(option.type, self.max_hops - 1)]
-            best.append(max((scorer(c), c) for c in chains))
-        order = sorted(range(len(options)), key=lambda i: (-best[i][0], i))
-        relation, type_name = best[order[0]][1][0] if options else ("", "")
-        return order, f"{anchor.name} {relation_words(relation)} {relation_words(type_name)}".strip()
+        chains, owners = [], []
+        for index, option in enumerate(options):
+            for relation in self._relations(option):
+                for tail in self._lookahead(option.type, self.max_hops - 1):
+                    chains.append(((relation, option.type),) + tail)
+                    owners.append(index)
+        scores = scorer(chains)
+        best = np.full(len(options), -np.inf)
+        np.maximum.at(best, np.array(owners, dtype=np.int64), scores)
+        order = sorted(range(len(options)), key=lambda i: (-best[i], i))
+        if not options:
+            return order, ""
+        candidates = [i for i, owner in enumerate(owners) if owner == order[0]]
+        relation, type_name = chains[max(candidates, key=lambda i: scores[i])][0]
+        return order, f"{anchor.name} {step_query(relation, type_name)}"
 
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
                options: list[TrajectoryOption], max_hops: int) -> Step:
         scorer = self._scorer(question, anchor)
         done: Chain = tuple((h.relation, h.type) for h in walk)
-        stop_scores = [(scorer(done[:d]), d) for d in range(1, len(done) + 1)]
-        best_stop = max(stop_scores, key=lambda s: (s[0], -s[1]))
-        best_go: tuple[float, int, str] | None = None
+        stops = [done[:d] for d in range(1, len(done) + 1)]
+        goes, moves = [], []
         if len(done) < max_hops:
             for index, option in enumerate(options):
                 for relation in self._relations(option):
                     for tail in self._lookahead(option.type, max_hops - len(done) - 1):
-                        score = scorer(done + ((relation, option.type),) + tail)
-                        if best_go is None or score > best_go[0]:
-                            best_go = (score, index, relation)
-        if best_go is not None and best_go[0] > best_stop[0]:
-            _, index, relation = best_go
-            return Continue(index, f"{relation_words(relation)} {relation_words(options[index].type)}")
-        return Stop([best_stop[1]])
+                        goes.append(done + ((relation, option.type),) + tail)
+                        moves.append((index, relation))
+        scores = scorer(stops + goes)
+        best_stop = int(np.argmax(scores[:len(stops)]))  # the first (shallowest) of equal scores
+        if goes:
+            best_go = int(np.argmax(scores[len(stops):]))
+            if scores[len(stops) + best_go] > scores[best_stop]:
+                index, relation = moves[best_go]
+                return Continue(index, step_query(relation, options[index].type))
+        return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def _relations(self, option: TrajectoryOption) -> list[str]:
@@ -141,40 +150,52 @@ class OfflinePolicy:
                 self._vectors[text] = vector
         return np.stack([self._vectors[t] for t in texts])
 
-    def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[Chain], float]:
-        """A chain-scoring function for this question (step similarities cached per question)."""
+    def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
+        """A function scoring many chains at once for this question."""
         settings = self.settings
         words = question_words(question, anchor.name)
+        if words:
+            self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
             kinds = self._vector([relation_words(t) for t in anchor.types])
             sims = self._vector([w for w, _ in words]) @ kinds.T
             words = [(w, d) for (w, d), s in zip(words, sims.max(axis=1))
                      if not (d <= settings.appositive_distance and s > settings.appositive_similarity)]
-        if not words:
-            return lambda chain: -settings.step_cost * len(chain)
-        word_vectors = self._vector([w for w, _ in words])
+        word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
-        step_cache: dict[tuple[str, str], np.ndarray] = {}
 
-        def step_similarity(step: tuple[str, str]) -> np.ndarray:
-            if step not in step_cache:
-                relation, type_name = step
-                texts = [relation_words(relation) or type_name, relation_words(type_name)]
-                step_cache[step] = (word_vectors @ self._vector(texts).T).max(axis=1)
-            return step_cache[step]
-
-        def score(chain: Chain) -> float:
-            if not chain:
-                return float("-inf")
-            sims = np.stack([step_similarity(step) for step in chain], axis=1)  # words x steps
-            best_step = sims.argmax(axis=1)
-            total = float(sims.max(axis=1).sum()) - settings.step_cost * len(chain)
-            if len(set(best_step.tolist())) < len(chain):
-                total -= settings.unsupported
-            if len(chain) > 1:
-                means = [distance[best_step == i].mean() if (best_step == i).any() else 0.0
-                         for i in range(len(chain))]
-                total -= settings.order_cost * sum(1 for a, b in zip(means, means[1:]) if a > b)
-            return total
+        def score(chains: list[Chain]) -> np.ndarray:
+            scores = np.full(len(chains), -np.inf)
+            if word_vectors is None:
+                for i, chain in enumerate(chains):
+                    scores[i] = -settings.step_cost * len(chain) if chain else -np.inf
+                return scores
+            steps = list(dict.fromkeys(step for chain in chains for step in chain))
+            position = {step: i for i, step in enumerate(steps)}
+            relation_vectors = self._vector([relation_words(r) or relation_words(t) for r, t in steps])
+            type_vectors = self._vector([relation_words(t) for _, t in steps])
+            step_sims = np.maximum(word_vectors @ relation_vectors.T, word_vectors @ type_vectors.T)
+            by_length: dict[int, list[int]] = {}
+            for i, chain in enumerate(chains):
+                if chain:
+                    by_length.setdefault(len(chain), []).append(i)
+            for length, members in by_length.items():
+                index = np.array([[position[step] for step in chains[i]] for i in members])
+                sims = step_sims[:, index]  # words x chains x steps
+                best_step = sims.argmax(axis=2)
+                total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
+                owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
+                counts = owned.sum(axis=1)
+                total -= settings.unsupported * (counts == 0).any(axis=0)
+                if length > 1:
+                    means = (owned * distance[None, :, None]).sum(axis=1) / np.maximum(counts, 1)
+                    total -= settings.order_cost * (means[:-1] > means[1:]).sum(axis=0)
+                scores[members] = total
+            return scores
 
         return score
+
+
+def step_query(relation: str, type_name: str) -> str:
+    """The search phrase for a hop: the relation's words and the target type's words."""
+    return f"{relation_words(relation)} {relation_words(type_name)}".strip()

@@ -196,10 +196,8 @@ class DotRAG:
     # -- path search -------------------------------------------------------------------------------------------
     def retrieve(self, query: Query, plan: dict[str, Any] | None = None) -> RetrievalRecord:
         watch = Stopwatch()
-        planned_ms = 0.0
         if plan is None:
             plan = self.plan(query)
-            planned_ms = plan["latency_ms"]
         watch.lap("plan")
         trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
@@ -230,7 +228,7 @@ class DotRAG:
             entities=[names[e] for e in packed.eids if e not in anchors],
             paths=[self._describe(p) for p in kept_paths],
             context=packed.context, context_tokens=packed.tokens,
-            latency_ms=round(watch.total_ms - watch.steps.get("plan", 0.0) + planned_ms, 3),
+            latency_ms=round(watch.total_ms - watch.steps["plan"] + plan["latency_ms"], 3),
             timings_ms={**{f"plan.{k}": v for k, v in plan.get("timings_ms", {}).items()},
                         **{k: v for k, v in watch.steps.items() if k != "plan"}},
             trace=trace, **self.context.usage(query.id),
