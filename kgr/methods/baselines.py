@@ -1,0 +1,218 @@
+"""The retrieval baselines of the DotRAG paper: BM25 and dense vector similarity search (VSS).
+
+Both score every entity (name + description) and every relationship (its description) against the
+question's plain text (mention brackets removed), keep the top `baselines.top_entities` entities and
+the top `baselines.top_relationships` relationships, and pack them into the same token budget as DotRAG.
+
+Ranking rule (what `record.entities` and the context order are):
+  1. The entity hits and relationship hits are merged into one list by score, best first; on a tie
+     an entity hit comes before a relationship hit, then lower rank within its own list first.
+     VSS scores are cosines on both sides, so they compare directly. BM25 scores of the two indexes
+     are on different scales (different corpora, document lengths and IDF), so each list's scores
+     are divided by its own best score before merging (both lists then start at 1.0).
+  2. Each relationship hit is a one-hop path `[rid]` with its endpoints (subject, object); each
+     entity hit that is not an endpoint of any relationship hit is a bare entity line. They are packed
+     in merged order by `pack_paths`, which skips items that no longer fit the budget.
+  3. `entities` walks the merged list and takes each entity hit at its own rank and each relationship
+     hit's subject then object, keeps those present in the packed context, drops repeats and cuts at
+     `baselines.top_entities`, so a record never lists more entities than the entity budget; the
+     context itself may name more (the endpoints of late relationships).
+
+Trace: `reached` = every candidate entity (entity hits and all endpoints of relationship hits),
+`filtered` = candidates packed but beyond the `top_entities` cut, `cut_by_budget` = candidates that
+are not in the context because their items did not fit the token budget.
+BM25 hits with a score of 0 (no query term in common) are dropped: they are not matches.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.budget import pack_paths, token_counter
+from kgr.methods.records import RetrievalRecord
+
+
+class _Baseline:
+    """Shared ranking, packing and record building; subclasses supply the two score vectors."""
+
+    name: ClassVar[str] = ""
+    needs_reach: ClassVar[bool] = False
+    normalize_scores: ClassVar[bool] = False  # divide each hit list by its best score before merging
+
+    def __init__(self, context: RunContext):
+        self.context = context
+        self.store = context.store
+        self.config = context.config
+        self.top_entities = int(self.config.baselines.top_entities)
+        self.top_relationships = int(self.config.baselines.top_relationships)
+        self.budget = int(self.config.budget.tokens)
+        self.count = token_counter(self.config.budget.encoding)
+        self.count("warm up")  # load the tokenizer's encoding now, outside per-question latency
+
+    # -- to implement ----------------------------------------------------------------------------------------
+    def score(self, text: str, watch: Stopwatch) -> tuple[np.ndarray, np.ndarray]:
+        """Scores of every entity and every relationship for the question text."""
+        raise NotImplementedError
+
+    def keep(self, scores: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """Which of the top hits count as retrieved (all, by default)."""
+        return index
+
+    # -- shared ----------------------------------------------------------------------------------------------
+    def retrieve(self, query: Query) -> RetrievalRecord:
+        store = self.store
+        watch = Stopwatch()
+        entity_scores, relationship_scores = self.score(query.plain, watch)
+        eids = self.keep(entity_scores, top_k(entity_scores, self.top_entities))
+        rids = self.keep(relationship_scores, top_k(relationship_scores, self.top_relationships))
+        items = self._merge(eids, entity_scores[eids], rids, relationship_scores[rids])
+        watch.lap("rank")
+
+        covered = {int(e) for rid in rids for e in (store.src[rid], store.dst[rid])}
+        paths: list[list[int]] = []
+        endpoints: list[list[int]] = []
+        kinds: list[tuple[str, int, float]] = []
+        for kind, index, score in items:
+            if kind == "relationship":
+                paths.append([index])
+                endpoints.append([int(store.src[index]), int(store.dst[index])])
+            elif index in covered:
+                continue  # it enters the context with its relationship
+            else:
+                paths.append([])
+                endpoints.append([index])
+            kinds.append((kind, index, score))
+        packed = pack_paths(store, paths, self.budget, self.count, endpoints=endpoints)
+        watch.lap("pack")
+
+        record_paths = []
+        for position in packed.kept_paths:
+            kind, index, score = kinds[position]
+            if kind == "relationship":
+                subject, relation, obj = store.triple(index)
+                record_paths.append({"entities": [subject, obj], "relations": [relation],
+                                     "similarities": [round(score, 6)], "score": round(score, 6)})
+        # Rank order: entity hits at their own rank, relationship hits contributing subject then object.
+        candidates = list(dict.fromkeys(
+            e for kind, index, _ in items
+            for e in ((index,) if kind == "entity" else (int(store.src[index]), int(store.dst[index])))
+        ))
+        packed_set = set(packed.eids)
+        names = store.names
+        ordered = list(dict.fromkeys(names[e] for e in candidates if e in packed_set))  # names need not be unique
+        return RetrievalRecord(
+            id=query.id,
+            question=query.text,
+            method=self.name,
+            backbone=self.context.backbone,
+            entities=ordered[: self.top_entities],
+            paths=record_paths,
+            context=packed.context,
+            context_tokens=packed.tokens,
+            latency_ms=watch.total_ms,
+            timings_ms=dict(watch.steps),
+            trace={
+                "reached": list(dict.fromkeys(names[e] for e in candidates)),
+                "filtered": ordered[self.top_entities:],
+                "cut_by_budget": [n for n in dict.fromkeys(names[e] for e in candidates if e not in packed_set)
+                                  if n not in ordered],
+                "entity_hits": len(eids),
+                "relationship_hits": len(rids),
+                "packed_items": len(packed.kept_paths),
+                "cut_items": len(packed.cut_paths),
+            },
+        )
+
+    def _merge(self, eids, e_scores, rids, r_scores) -> list[tuple[str, int, float]]:
+        """Entity and relationship hits in one list by (normalized) score; entity first on ties."""
+        e_scores = np.asarray(e_scores, dtype=np.float64)
+        r_scores = np.asarray(r_scores, dtype=np.float64)
+        e_keys, r_keys = e_scores, r_scores
+        if self.normalize_scores:
+            e_keys = e_scores / e_scores.max() if e_scores.size and e_scores.max() > 0 else e_scores
+            r_keys = r_scores / r_scores.max() if r_scores.size and r_scores.max() > 0 else r_scores
+        merged = [(-float(k), 0, rank, "entity", int(i), float(s))
+                  for rank, (i, s, k) in enumerate(zip(eids, e_scores, e_keys))]
+        merged += [(-float(k), 1, rank, "relationship", int(i), float(s))
+                   for rank, (i, s, k) in enumerate(zip(rids, r_scores, r_keys))]
+        merged.sort(key=lambda item: item[:3])
+        return [(kind, index, score) for _, _, _, kind, index, score in merged]
+
+
+class BM25(_Baseline):
+    """Okapi BM25 (bm25s, Lucene variant, k1=1.5, b=0.75) over entity texts and relationship descriptions.
+
+    Text is lowercased, split into words of two or more characters and stripped of English stopwords by
+    bm25s's own tokenizer; one index (and vocabulary) per corpus is built when the method is created.
+    """
+
+    name = "bm25"
+    normalize_scores = True
+
+    def __init__(self, context: RunContext):
+        super().__init__(context)
+        store = self.store
+        entity_texts = [f"{n} {d}".strip() for n, d in zip(store.names, store.descriptions)]
+        self.entities = _BM25Index(entity_texts)
+        self.relationships = _BM25Index(store.relationship_texts)
+
+    def score(self, text: str, watch: Stopwatch) -> tuple[np.ndarray, np.ndarray]:
+        entity_scores = self.entities.scores(text)
+        relationship_scores = self.relationships.scores(text)
+        watch.lap("score")
+        return entity_scores, relationship_scores
+
+    def keep(self, scores: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return index[scores[index] > 0]
+
+
+class _BM25Index:
+    """One bm25s index with its tokenizer (the vocabulary is the corpus's)."""
+
+    def __init__(self, texts: list[str]):
+        import bm25s
+
+        self.size = len(texts)
+        self.tokenizer = bm25s.tokenization.Tokenizer(lower=True, stopwords="en")
+        self.retriever = None
+        if texts:
+            tokens = self.tokenizer.tokenize(list(texts), return_as="tuple", show_progress=False)
+            self.retriever = bm25s.BM25()
+            self.retriever.index(tokens, show_progress=False)
+        self.empty_id = self.tokenizer.word_to_id.get("")
+
+    def scores(self, text: str) -> np.ndarray:
+        if self.retriever is None:
+            return np.zeros(0, dtype=np.float32)
+        # update_vocab=False: unknown query words are dropped. A query left with none maps to bm25s's empty
+        # token, which matches documents without tokens (names like "R"); that is no match, so drop it.
+        ids = self.tokenizer.tokenize([text], update_vocab=False, return_as="ids", show_progress=False)[0]
+        ids = [i for i in ids if i != self.empty_id]
+        if not ids:
+            return np.zeros(self.size, dtype=np.float32)
+        return np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float32)
+
+
+class VSS(_Baseline):
+    """Cosine similarity of the question embedding to the stored entity and relationship vectors."""
+
+    name = "vss"
+
+    def __init__(self, context: RunContext):
+        super().__init__(context)
+        store = self.store
+        self.entity_vectors = store.entity_vectors
+        self.relationship_vectors = store.relationship_vectors
+        store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
+
+    def score(self, text: str, watch: Stopwatch) -> tuple[np.ndarray, np.ndarray]:
+        vector = self.store.encoder.encode_query(text).astype(np.float32, copy=False)
+        watch.lap("encode")
+        entity_scores = self.entity_vectors @ vector if len(self.entity_vectors) else np.zeros(0, np.float32)
+        relationship_scores = (self.relationship_vectors @ vector if len(self.relationship_vectors)
+                               else np.zeros(0, np.float32))
+        watch.lap("score")
+        return entity_scores, relationship_scores
