@@ -367,6 +367,42 @@ def render_explain(record, output: Output) -> None:
                 f"{record.latency_ms:.0f} ms")
 
 
+@app.command(name="eval")
+@command
+def evaluate_command(
+    directory: Path = ProjectDir,
+    questions: list[Path] = typer.Option(..., "--questions", help="Question file(s); one split each (repeatable)."),
+    runs: list[str] = typer.Option(..., "--run", help="Stored run(s) to score (repeatable), e.g. dotrag-offline."),
+    limit: int = LimitOption,
+    seed: int = SeedOption,
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for JSON, CSV, Markdown and PNG reports."),
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Score stored runs against question sets: recall, precision, F1, golden proximity, cost and latency."""
+    from kgr.evaluate.questions import load_questions
+    from kgr.evaluate.run import evaluate
+    from kgr.project import Project
+
+    output = Output(quiet)
+    sets = [(_split_label(path), load_questions(path)) for path in questions]
+    with Project.open(directory) as project:
+        result = evaluate(project, sets, runs, out_dir=out, limit=limit or None, seed=seed,
+                          console=None if (quiet or as_json) else output.out)
+    if as_json:
+        print_json(result.to_dict())
+    elif out:
+        output.info(f"reports written to {out}")
+
+
+def _split_label(path: Path) -> str:
+    """A split name for a question file: `2-hop` from MetaQA paths, else the file's stem."""
+    from kgr.evaluate.questions import hops_from_path
+
+    hops = hops_from_path(path)
+    return f"{hops}-hop" if hops else path.stem
+
+
 @app.command()
 @command
 def perturb(

@@ -76,7 +76,10 @@ def test_rich_tables_mark_best():
     dotrag, bm25 = (next(line for line in out.splitlines() if line.startswith(f"│ {m} ")) for m in ("dotrag", "bm25"))
     assert "0.900 ★" in dotrag and "0.600" in bm25 and "0.600 ★" not in bm25  # higher recall wins
     assert "12 ★" in bm25 and "4,000 ★" not in dotrag  # lower latency wins
-    assert "P-R@5" in out
+    assert "PR@5" in out  # compact headers in the terminal
+    full = Console(file=io.StringIO(), width=250, color_system=None)
+    full.print(rich_tables(ROWS, title="MetaQA", compact=False)[0])
+    assert "P-R@5" in full.file.getvalue()
 
 
 def test_write_report_files(tmp_path):

@@ -13,7 +13,7 @@ from kgr.errors import InputError
 FORMATS = ("metaqa", "jsonl")
 
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
-_HOP_DIR = re.compile(r"^(\d+)-?hops?$", re.IGNORECASE)
+_HOP_NAME = re.compile(r"(?:^|[^0-9a-z])(\d+)-?hops?(?:$|[^a-z])", re.IGNORECASE)
 
 
 @dataclass
@@ -114,9 +114,9 @@ def load_jsonl(path: str | Path, hops: int | None = None, lines: list[str] | Non
 
 
 def hops_from_path(path: str | Path) -> int | None:
-    """Return the hop count named by a path component such as `2-hop` (MetaQA's layout), else None."""
+    """Return the hop count named by a path component such as `2-hop` (MetaQA's layout) or `qa_2hop.txt`."""
     for part in reversed(Path(path).parts):
-        match = _HOP_DIR.match(part)
+        match = _HOP_NAME.search(part)
         if match:
             return int(match.group(1))
     return None

@@ -100,7 +100,13 @@ def table_cells(entries: list[tuple[str, Summary]]) -> tuple[list[Column], list[
     return cols, cells
 
 
-def rich_tables(rows: Iterable[Row], title: str = "") -> list:
+# The columns a terminal table shows (the report files hold them all), with headers short enough for 80 columns.
+TERMINAL_COLUMNS = {"n": "n", "Recall ↑": "R", "Precision ↑": "P", "F1 ↑": "F1", "GP ↑": "GP",
+                    "Ans in ctx ↑": "Ans", "P-R@5 ↑": "PR@5", "calls/q ↓": "calls", "prompt tok/q ↓": "tok in",
+                    "lat med ms ↓": "ms p50"}
+
+
+def rich_tables(rows: Iterable[Row], title: str = "", compact: bool = True) -> list:
     """Build one rich Table per hop split with methods side by side and the best per column in bold ★."""
     from rich.table import Table
     from rich.text import Text
@@ -108,14 +114,19 @@ def rich_tables(rows: Iterable[Row], title: str = "") -> list:
     tables = []
     for split, entries in grouped(rows).items():
         cols, cells = table_cells(entries)
-        table = Table(title=f"{title} — {split}" if title else split, title_style="bold", show_lines=False)
+        shown = [j for j, c in enumerate(cols) if not compact or (
+            c.header in TERMINAL_COLUMNS and any(c.get(summary) for _, summary in entries))]
+        table = Table(title=f"{title} — {split}" if title else split, title_style="bold", show_lines=False,
+                      caption="R recall, P precision, GP golden proximity, Ans answers in context; per question"
+                      if compact else None)
         table.add_column("method", style="cyan", no_wrap=True)
-        for c in cols:
-            table.add_column(c.header, justify="right")
+        for j in shown:
+            table.add_column(TERMINAL_COLUMNS[cols[j].header] if compact else cols[j].header, justify="right",
+                             no_wrap=True)
         for (label, _), row in zip(entries, cells):
             table.add_row(
                 label,
-                *(Text(f"{text} {STAR}", style="bold green") if best else Text(text) for text, best in row),
+                *(Text(f"{row[j][0]} {STAR}", style="bold green") if row[j][1] else Text(row[j][0]) for j in shown),
             )
         tables.append(table)
     return tables
