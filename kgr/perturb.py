@@ -45,7 +45,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -53,9 +53,8 @@ from kgr.config import CONFIG_FILE
 from kgr.embed import Encoder
 from kgr.errors import KgrError
 from kgr.graph import Entity, Graph, Passage, Relationship, default_description
-from kgr.project import VECTORS_DIR, Project, fingerprint
-
-ProgressFactory = Callable[[str, int], Callable[[int], None]]
+from kgr.ingest.stage import ProgressFactory, graph_tables, store_graph
+from kgr.project import Project, fingerprint
 
 MODES = ("noise", "incomplete")
 SCOPES = ("query", "whole")
@@ -402,10 +401,15 @@ def perturb_project(
             }
             input_fp = fingerprint([run.run_id, run.input_fingerprint, mode, float(ratio), scope, int(seed),
                                     sorted(set(anchors or []))])
-            counts, encoded, seconds = _write_target(
-                target, graph, plan, started=started, input_fingerprint=input_fp, extra_counts=perturbation,
-                source_vectors=source_vectors, source_model=run.counts.get("embedding_model"),
-                source_dimension=run.counts.get("dimension"), progress=progress,
+            damaged, new_rid, links = _damaged_graph(graph, plan)
+            tables = graph_tables(damaged, links)
+            tables["entities"]["text"] = list(graph.texts)  # keep the source's embedded text exactly
+            stored = store_graph(
+                target, tables, started=started, input_fingerprint=input_fp, counts_extra=perturbation,
+                extra_tables={"perturbation": (_perturbation_table(graph, plan, new_rid), _PERTURBATION_INTS)},
+                reuse_dirs=[source_vectors],
+                encoder=_encoder(target, run.counts.get("embedding_model"), run.counts.get("dimension")),
+                progress=progress,
             )
     except BaseException:
         _remove_partial(target_dir, existed)
@@ -413,8 +417,8 @@ def perturb_project(
     return PerturbReport(
         mode=mode, scope=scope, ratio=float(ratio), seed=int(seed), in_scope=int(plan.in_scope.size),
         affected=len(plan.changes), by_operation=plan.by_operation(), bridges=int(plan.bridges.size),
-        anchors_matched=int(anchor_eids.size), anchors_missing=missing, counts=counts, encoded=encoded,
-        seconds={"plan": round(plan_s, 3), **seconds, "total": round(time.time() - started, 3)},
+        anchors_matched=int(anchor_eids.size), anchors_missing=missing, counts=stored.counts,
+        encoded=stored.encoded, seconds={"plan": round(plan_s, 3), **stored.seconds},
     )
 
 
@@ -474,73 +478,6 @@ def _perturbation_table(graph: _SourceGraph, plan: Plan, new_rid: list[int | Non
 
 
 _PERTURBATION_INTS = {"rid", "new_rid", "old_src", "old_dst", "new_src", "new_dst"}
-
-
-def _write_arrow_table(db, name: str, columns: dict[str, list], ints: set[str]) -> None:
-    import pyarrow as pa
-
-    arrow = pa.table({c: pa.array(v, type=pa.int32() if c in ints else pa.string()) for c, v in columns.items()})
-    db.register("_incoming", arrow)
-    try:
-        db.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
-    finally:
-        db.unregister("_incoming")
-
-
-def _write_target(
-    target: Project,
-    graph: _SourceGraph,
-    plan: Plan,
-    *,
-    started: float,
-    input_fingerprint: str,
-    extra_counts: dict,
-    source_vectors: Path,
-    source_model: str | None,
-    source_dimension: int | None,
-    progress: ProgressFactory | None,
-) -> tuple[dict[str, int], int, dict[str, float]]:
-    """Tables, vectors (reusing the source's by text hash) and the ingest manifest row, as run_ingest stores them.
-
-    This mirrors the store half of `kgr.ingest.stage.run_ingest`; it belongs there as a shared helper.
-    """
-    from kgr.embed import reusable_vectors, write_meta, write_vector_table
-    from kgr.ingest.stage import _graph_tables, _replace_table
-
-    damaged, new_rid, links = _damaged_graph(graph, plan)
-    tables = _graph_tables(damaged, links)
-    tables["entities"]["text"] = list(graph.texts)  # keep the source's embedded text exactly
-
-    embed_started = time.time()
-    gen = target.new_generation(VECTORS_DIR)
-    encoder = _encoder(target, source_model, source_dimension)
-    write_meta(gen, encoder.model_name, encoder.dimension)
-    reuse = reusable_vectors([source_vectors], encoder.model_name)
-    encoded = 0
-    for name, texts in (
-        ("entities", tables["entities"]["text"]),
-        ("relationships", tables["relationships"]["description"]),
-        ("passages", [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])]),
-    ):
-        tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
-        encoded += write_vector_table(gen, name, texts, encoder, reuse, tick)
-    embed_s = time.time() - embed_started
-
-    write_started = time.time()
-    counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
-    counts["types"] = len(set(tables["entity_types"]["type"]))
-    with target.transaction() as db:
-        for name, columns in tables.items():
-            _replace_table(db, name, columns)
-        _write_arrow_table(db, "perturbation", _perturbation_table(graph, plan, new_rid), _PERTURBATION_INTS)
-        target.record_stage(
-            "ingest", started=started, input_fingerprint=input_fingerprint, upstream={},
-            counts={**counts, "embedding_model": encoder.model_name, "dimension": encoder.dimension, **extra_counts},
-            artifacts={"vectors": gen},
-        )
-    target.prune_generations(VECTORS_DIR, keep=gen)
-    return counts, encoded, {"embed": round(embed_s, 3), "write": round(time.time() - write_started, 3),
-                             "encoder": round(encoder.encode_seconds, 3)}
 
 
 def _encoder(target: Project, source_model: str | None, source_dimension: int | None) -> Encoder:

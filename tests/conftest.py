@@ -26,3 +26,34 @@ def metaqa_project(tmp_path_factory) -> Path:
         done = subprocess.run([sys.executable, "-m", "kgr", *args], capture_output=True, text=True)
         assert done.returncode == 0, f"kgr {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return root
+
+
+@pytest.fixture(scope="session")
+def run_kgr():
+    """Run the real `kgr` command in-process: `run_kgr("status", DIR, "--json", env={...})` -> click Result.
+
+    The result has `exit_code`, `stdout` and `stderr` (kgr prints results on stdout, messages on stderr).
+    """
+    from typer.testing import CliRunner
+
+    from kgr.cli import app
+
+    runner = CliRunner()
+
+    def run(*args, env: dict[str, str] | None = None):
+        return runner.invoke(app, [str(arg) for arg in args], env=env)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def copy_project(tmp_path_factory):
+    """A factory making a private, writable copy of a project directory (e.g. of `metaqa_project`)."""
+    import shutil
+
+    def copy(source: Path, name: str = "copy") -> Path:
+        target = tmp_path_factory.mktemp(name) / "project"
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".kgr.lock"))
+        return target
+
+    return copy

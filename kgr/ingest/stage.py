@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from kgr.embed import Encoder, reusable_vectors, write_meta, write_vector_table
 from kgr.errors import InputError
@@ -70,14 +70,41 @@ def run_ingest(
     )
     fill_descriptions(graph)
     links = link_passages(graph)
-    tables = _graph_tables(graph, links)
+    tables = graph_tables(graph, links)
     read_s = time.time() - started
+    report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress)
+    report.seconds = {"read": round(read_s, 3), **report.seconds}
+    return report
 
+
+def store_graph(
+    project: Project,
+    tables: dict[str, dict[str, list]],
+    *,
+    started: float,
+    input_fingerprint: str,
+    counts_extra: Mapping[str, Any] | None = None,
+    extra_tables: Mapping[str, tuple[Mapping[str, list], Collection[str]]] | None = None,
+    reuse_dirs: Sequence[Path] | None = None,
+    encoder: Encoder | None = None,
+    progress: ProgressFactory | None = None,
+) -> IngestReport:
+    """Embed the graph tables into a new vectors generation, then commit tables and the ingest manifest row at once.
+
+    `tables` are `graph_tables(...)` columns. `extra_tables` maps a further table's name to (columns, the names of
+    its integer columns); it is written in the same transaction. Vectors are reused by text hash from `reuse_dirs`
+    (default: this project's other vector generations, complete or interrupted). `encoder` defaults to the
+    configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new one
+    are removed after the commit, so a killed run leaves the previous state current.
+    """
     embed_started = time.time()
     gen = project.new_generation(VECTORS_DIR)
-    encoder = Encoder(project.config.embedding.model, project.config.embedding.batch_size)
+    if encoder is None:
+        encoder = Encoder(project.config.embedding.model, project.config.embedding.batch_size)
     write_meta(gen, encoder.model_name, encoder.dimension)
-    reuse = reusable_vectors([g for g in project.generations(VECTORS_DIR) if g != gen], encoder.model_name)
+    if reuse_dirs is None:
+        reuse_dirs = [g for g in project.generations(VECTORS_DIR) if g != gen]
+    reuse = reusable_vectors(list(reuse_dirs), encoder.model_name)
     encoded = 0
     for name, texts in (
         ("entities", tables["entities"]["text"]),
@@ -90,25 +117,28 @@ def run_ingest(
 
     write_started = time.time()
     counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
-    counts["types"] = len({t for t in tables["entity_types"]["type"]})
+    counts["types"] = len(set(tables["entity_types"]["type"]))
     with project.transaction() as db:
         for name, columns in tables.items():
-            _replace_table(db, name, columns)
+            write_table(db, name, columns)
+        for name, (columns, int_columns) in (extra_tables or {}).items():
+            write_table(db, name, columns, int_columns)
         project.record_stage(
-            "ingest", started=started, input_fingerprint=input_fp, upstream={},
-            counts={**counts, "embedding_model": encoder.model_name, "dimension": encoder.dimension},
+            "ingest", started=started, input_fingerprint=input_fingerprint, upstream={},
+            counts={**counts, "embedding_model": encoder.model_name, "dimension": encoder.dimension,
+                    **(counts_extra or {})},
             artifacts={"vectors": gen},
         )
     project.prune_generations(VECTORS_DIR, keep=gen)
     write_s = time.time() - write_started
     return IngestReport(
         skipped=False, counts=counts, encoded=encoded,
-        seconds={"read": round(read_s, 3), "embed": round(embed_s, 3), "write": round(write_s, 3),
+        seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
                  "encoder": round(encoder.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
 
 
-def _graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
+def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
     """Column lists for every graph table, with dense integer ids."""
     eid = {key: index for index, key in enumerate(graph.entities)}
     entities = list(graph.entities.values())
@@ -144,13 +174,15 @@ def _graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[
     }
 
 
-_COLUMN_TYPES = {"eid": "INTEGER", "rid": "INTEGER", "pid": "INTEGER", "src": "INTEGER", "dst": "INTEGER"}
+# The integer columns of the graph tables; every other column is a string.
+GRAPH_INT_COLUMNS = frozenset({"eid", "rid", "pid", "src", "dst"})
 
 
-def _replace_table(db, name: str, columns: dict[str, list]) -> None:
+def write_table(db, name: str, columns: Mapping[str, list], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> None:
+    """Create or replace a DuckDB table from column lists: `int_columns` as INTEGER, the rest as VARCHAR."""
     import pyarrow as pa
 
-    arrow = pa.table({column: pa.array(values, type=pa.int32() if column in _COLUMN_TYPES else pa.string())
+    arrow = pa.table({column: pa.array(values, type=pa.int32() if column in int_columns else pa.string())
                       for column, values in columns.items()})
     db.register("_incoming", arrow)
     try:

@@ -1,0 +1,162 @@
+"""`kgr.config`: precedence flag > environment > kgr.toml > default, errors naming their origin, `kgr init`.
+
+The CLI tests read the effective config back from what a real command did (`kgr reach --json` reports max_hops,
+the overview stage records its backbone) on a private copy of the shared MetaQA project.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+
+import pytest
+import tomli_w
+
+from kgr.config import CONFIG_FILE, Config, ConfigError, load_config
+from kgr.errors import ExitStatus
+from kgr.project import Project
+
+
+def write_toml(root, table: dict, drop: tuple[str, ...] = ()) -> None:
+    """Merge `table` ({section: {key: value}}) into the project's kgr.toml, first dropping the `drop` sections."""
+    path = root / CONFIG_FILE
+    current = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for section in drop:
+        current.pop(section, None)
+    for section, values in table.items():
+        current.setdefault(section, {}).update(values)
+    path.write_text(tomli_w.dumps(current), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def project(metaqa_project, copy_project):
+    return copy_project(metaqa_project, "config")
+
+
+@pytest.fixture(autouse=True)
+def no_kgr_environment(monkeypatch):
+    """Tests set KGR_* variables explicitly; none may leak in from the caller's shell."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("KGR_")]:
+        monkeypatch.delenv(name)
+
+
+# -- the library ----------------------------------------------------------------------------------------------------
+def test_precedence_default_file_environment_override(tmp_path):
+    assert load_config(tmp_path, environ={}).reach.max_hops == 3  # default, no kgr.toml
+    write_toml(tmp_path, {"reach": {"max_hops": 2}, "dotrag": {"seeds": 11}})
+    assert load_config(tmp_path, environ={}).reach.max_hops == 2
+    env = {"KGR_REACH__MAX_HOPS": "1", "KGR_BACKBONE__CACHE": "off"}
+    config = load_config(tmp_path, environ=env)
+    assert (config.reach.max_hops, config.dotrag.seeds, config.backbone.cache) == (1, 11, False)
+    config = load_config(tmp_path, {"reach.max_hops": "4", "dotrag.seeds": None}, environ=env)
+    assert (config.reach.max_hops, config.dotrag.seeds) == (4, 11)  # a None override means "flag not given"
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("file", "kgr.toml: 'many' is not a valid int"),
+        ("env", "environment KGR_REACH__MAX_HOPS: 'many' is not a valid int"),
+        ("flag", "option reach.max_hops: 'many' is not a valid int"),
+    ],
+)
+def test_bad_value_names_its_origin(tmp_path, where, expected):
+    environ, overrides = {}, {}
+    if where == "file":
+        write_toml(tmp_path, {"reach": {"max_hops": "many"}})
+    elif where == "env":
+        environ["KGR_REACH__MAX_HOPS"] = "many"
+    else:
+        overrides["reach.max_hops"] = "many"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(tmp_path, overrides, environ=environ)
+
+
+def test_unknown_settings_and_bad_types_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="option reach.nope: unknown setting 'reach.nope'"):
+        load_config(tmp_path, {"reach.nope": "1"}, environ={})
+    with pytest.raises(ConfigError, match="environment KGR_NOSECTION__X: unknown setting"):
+        load_config(tmp_path, environ={"KGR_NOSECTION__X": "1"})
+    with pytest.raises(ConfigError, match="'maybe' is not a valid bool"):
+        load_config(tmp_path, {"dotrag.use_overview": "maybe"}, environ={})
+    with pytest.raises(ConfigError, match="expected a table"):
+        load_config(tmp_path, {"backbone.prices": "cheap"}, environ={})
+    (tmp_path / CONFIG_FILE).write_text("[reach\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=str(tmp_path / CONFIG_FILE)):
+        load_config(tmp_path, environ={})
+
+
+# -- through the CLI ----------------------------------------------------------------------------------------------
+def test_init_writes_every_setting_and_keeps_an_existing_file(tmp_path, run_kgr):
+    root = tmp_path / "fresh"
+    result = run_kgr("init", root, "--set", "dotrag.search_top=20", env={"KGR_DOTRAG__SEEDS": "7"})
+    assert result.exit_code == 0, result.stderr
+    written = tomllib.loads((root / CONFIG_FILE).read_text(encoding="utf-8"))
+    for section in dataclasses.fields(Config):
+        keys = {f.name for f in dataclasses.fields(section.default_factory())}
+        assert set(written[section.name]) == keys, section.name
+    assert written["dotrag"]["search_top"] == 20  # the flag is written
+    assert written["dotrag"]["seeds"] == 40  # the environment is not: it stays a per-shell setting
+    assert written["reach"]["max_hops"] == 3
+    before = (root / CONFIG_FILE).read_text(encoding="utf-8")
+    assert run_kgr("init", root).exit_code == 0
+    assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before
+
+
+def reach_hops(run_kgr, project, *args, env=None) -> int:
+    result = run_kgr("reach", project, "--json", "--force", *args, env=env)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["max_hops"]
+
+
+def test_cli_precedence_flag_over_environment_over_file_over_default(project, run_kgr):
+    write_toml(project, {}, drop=("reach",))
+    assert reach_hops(run_kgr, project) == 3  # default (kgr.toml has no [reach] table)
+    write_toml(project, {"reach": {"max_hops": 2}})
+    assert reach_hops(run_kgr, project) == 2  # kgr.toml
+    assert reach_hops(run_kgr, project, env={"KGR_REACH__MAX_HOPS": "1"}) == 1  # environment
+    assert reach_hops(run_kgr, project, "--set", "reach.max_hops=3", env={"KGR_REACH__MAX_HOPS": "1"}) == 3  # flag
+
+    # A config change alone makes the stage out of date: no --force needed to rebuild with max_hops 1.
+    result = run_kgr("reach", project, "--json", env={"KGR_REACH__MAX_HOPS": "1"})
+    assert result.exit_code == 0 and json.loads(result.stdout)["max_hops"] == 1
+    result = run_kgr("reach", project, env={"KGR_REACH__MAX_HOPS": "1"})
+    assert result.exit_code == 0 and "up to date" in result.stderr
+
+
+def test_cli_named_flag_beats_set_and_environment(project, run_kgr):
+    result = run_kgr("overview", project, "--force", "--backbone", "offline", "--set", "backbone.model=random",
+                     env={"KGR_BACKBONE__MODEL": "random"})
+    assert result.exit_code == 0, result.stderr
+    assert "0 backbone calls" in result.stderr
+    with Project.open(project) as opened:
+        assert opened.last_run("overview").counts["backbone"] == "offline"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--set", "reach.max_hops=abc"], None, "option reach.max_hops: 'abc' is not a valid int"),
+        ([], {"KGR_REACH__MAX_HOPS": "abc"}, "environment KGR_REACH__MAX_HOPS: 'abc' is not a valid int"),
+        (["--set", "reach.nope=1"], None, "unknown setting 'reach.nope'"),
+        (["--set", "max_hops=1"], None, "expected SECTION.KEY=VALUE"),
+        (["--set", "reach.max_hops"], None, "expected KEY=VALUE"),
+    ],
+)
+def test_cli_bad_settings_fail_in_one_line(project, run_kgr, args, env, message):
+    result = run_kgr("reach", project, *args, env=env)
+    assert result.exit_code == ExitStatus.ERROR
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_cli_bad_value_in_kgr_toml_names_the_file(tmp_path, run_kgr):
+    root = tmp_path / "badfile"
+    root.mkdir()
+    (root / CONFIG_FILE).write_text('[reach]\nmax_hops = "many"\n', encoding="utf-8")
+    result = run_kgr("status", root)
+    assert result.exit_code == ExitStatus.ERROR
+    assert f"{root / CONFIG_FILE}: 'many' is not a valid int" in result.stderr
