@@ -158,6 +158,8 @@ def reach(
             eid = resolve_entity(store, show)
             if type_name is not None and hop is None:
                 raise KgrError("--type needs --hop")
+            if type_name is not None and type_name not in reach_map.type_names:
+                raise KgrError(f"--type {type_name!r}: no such entity type ({', '.join(reach_map.type_names)})")
             try:
                 type_id = reach_map.type_id(type_name) if type_name is not None else None
                 shown = reach_map.show(eid, hop, type_id)
