@@ -56,6 +56,7 @@ class DotragConfig:
     search_top: int = 40  # ks
     min_similarity: float = 0.30
     relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
+    label_margin: float = 0.0  # keep relations whose label is within this of the best label match; 0 = off (paper)
     max_hops: int = 3  # H
     use_overview: bool = True
     use_previews: bool = True

@@ -11,7 +11,12 @@ well its steps explain the question's content words:
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
 describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]") are left out.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
-the anchor should explain words nearer the mention; each inversion of that order costs `order_cost`.
+the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
+than the previous step's, and each inversion costs `order_cost`. Words after the mention count `right_offset`
+farther.
+Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
+English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
+relation (actor -> movie -> actor) earns `sharing_bonus`.
 The best chain decides the trajectory ranking, each continuation and where to stop.
 """
 
@@ -26,7 +31,7 @@ import numpy as np
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, Step, Stop, TrajectoryOption
 from kgr.graph import relation_words
 
-_WORD = re.compile(r"[a-z0-9']+")
+_WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
 _MENTION = re.compile(r"\[([^\[\]]+)\]")
 # Generic English function words: they carry no relation or type meaning in any graph.
 STOP_WORDS = frozenset(
@@ -34,6 +39,9 @@ STOP_WORDS = frozenset(
     "those with by for to and or also as from their its his her they them there it he she i you we me my our your "
     "any some can could would should will shall may might has have had about into than then so such".split()
 )
+
+# English cues that the answer is reached through something it shares with the anchor.
+SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
 
@@ -45,13 +53,19 @@ class OfflineSettings:
     step_cost: float = 0.1
     unsupported: float = 1.0
     order_cost: float = 0.1
-    appositive_distance: int = 2
-    appositive_similarity: float = 0.6
+    appositive_distance: int = 3
+    appositive_similarity: float = 0.8
+    right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
+    sharing_bonus: float = 0.3
+    return_prior: float = 0.02  # breaks ties toward going back out along the relation just taken
     relation_share: float = 0.5  # a relation counts for a type if it has this share of the most frequent one
 
 
-def question_words(question: str, anchor_name: str) -> list[tuple[str, int]]:
-    """Content words outside the anchor's mention, each with its distance (in words) from the mention."""
+def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
+    """Content words outside the anchor's mention, each with its distance (in words) from the mention.
+
+    A `co-` prefix is a sharing cue: `co-starred` gives the word `starred` and the cue word `co`.
+    """
     mention = _MENTION.search(question)
     if mention:
         left, right = question[:mention.start()], question[mention.end():]
@@ -61,13 +75,21 @@ def question_words(question: str, anchor_name: str) -> list[tuple[str, int]]:
         left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
     words = []
     left_words = _WORD.findall(left.lower())
-    for k, word in enumerate(left_words):
-        if word not in STOP_WORDS:
-            words.append((word, len(left_words) - k))
-    for k, word in enumerate(_WORD.findall(right.lower())):
-        if word not in STOP_WORDS:
-            words.append((word, k + 1))
+    right_words = _WORD.findall(right.lower())
+    for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
+                          [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
+        if word.startswith("co-") and len(word) > 3:
+            words.append(("co", distance))
+            word = word[3:]
+        for part in word.split("-"):
+            if part and part not in STOP_WORDS:
+                words.append((part, distance))
     return words
+
+
+def sharing_cue(words: list[tuple[str, float]]) -> bool:
+    """True when the question says the answer shares something with the anchor."""
+    return any(w in SHARING_CUES or w == "co" for w, _ in words)
 
 
 class OfflinePolicy:
@@ -79,6 +101,7 @@ class OfflinePolicy:
                  max_hops: int = 3, settings: OfflineSettings | None = None):
         self._embed = embed
         self.schema = schema
+        self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         self.max_hops = max_hops
         self.settings = settings or OfflineSettings()
         self._vectors: dict[str, np.ndarray] = {}
@@ -94,7 +117,7 @@ class OfflinePolicy:
         scorer = self._scorer(question, anchor)
         chains, owners = [], []
         for index, option in enumerate(options):
-            for relation in self._relations(option):
+            for relation in self._relations(option, anchor.types):
                 for tail in self._lookahead(option.type, self.max_hops - 1):
                     chains.append(((relation, option.type),) + tail)
                     owners.append(index)
@@ -116,7 +139,7 @@ class OfflinePolicy:
         goes, moves = [], []
         if len(done) < max_hops:
             for index, option in enumerate(options):
-                for relation in self._relations(option):
+                for relation in self._relations(option, [done[-1][1]]):
                     for tail in self._lookahead(option.type, max_hops - len(done) - 1):
                         goes.append(done + ((relation, option.type),) + tail)
                         moves.append((index, relation))
@@ -130,8 +153,15 @@ class OfflinePolicy:
         return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _relations(self, option: TrajectoryOption) -> list[str]:
-        return option.relations or [""]
+    def _relations(self, option: TrajectoryOption, from_types: list[str]) -> list[str]:
+        """The option's relations that are typical between these types in the schema (all of them if none is).
+
+        An entity may carry several types, so `starred_actors` also reaches the type `director` (directors who
+        act); such steps are artifacts of multi-typing, not a way the question can be asked.
+        """
+        typical = [r for r in option.relations
+                   if any((r, option.type) in self._schema_steps.get(t, ()) for t in from_types)]
+        return typical or option.relations or [""]
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
@@ -153,7 +183,9 @@ class OfflinePolicy:
     def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
         """A function scoring many chains at once for this question."""
         settings = self.settings
-        words = question_words(question, anchor.name)
+        words = question_words(question, anchor.name, settings.right_offset)
+        sharing = sharing_cue(words)
+        words = [(w, d) for w, d in words if w not in SHARING_CUES and w != "co"]
         if words:
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
@@ -190,10 +222,18 @@ class OfflinePolicy:
                 if length > 1:
                     means = (owned * distance[None, :, None]).sum(axis=1) / np.maximum(counts, 1)
                     total -= settings.order_cost * (means[:-1] > means[1:]).sum(axis=0)
+                    returns = np.array([_returns(chains[i], anchor.types) for i in members], dtype=float)
+                    total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 scores[members] = total
             return scores
 
         return score
+
+
+def _returns(chain: Chain, anchor_types: list[str]) -> bool:
+    """Whether the chain goes out and back through the same relation (to the type it came from)."""
+    types = [anchor_types] + [[t] for _, t in chain]
+    return any(chain[i][0] == chain[i + 1][0] and chain[i + 1][1] in types[i] for i in range(len(chain) - 1))
 
 
 def step_query(relation: str, type_name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, P
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
+from kgr.graph import relation_words
 from kgr.store import GraphStore, normalize_name
 
 
@@ -185,13 +187,11 @@ class DotRAG:
         return options
 
     def _relations(self, rids: np.ndarray) -> list[str]:
-        """The relation labels among `rids` with at least half the count of the most frequent one."""
+        """The relation labels among `rids`, most frequent first."""
         if not len(rids):
             return []
         labels, counts = np.unique(self.store.relation_ids[rids], return_counts=True)
-        keep = counts >= 0.5 * counts.max()
-        order = np.argsort(-counts[keep], kind="stable")
-        return [self.store.relation_labels[i] for i in labels[keep][order]]
+        return [self.store.relation_labels[i] for i in labels[np.argsort(-counts, kind="stable")]]
 
     # -- path search -------------------------------------------------------------------------------------------
     def retrieve(self, query: Query, plan: dict[str, Any] | None = None) -> RetrievalRecord:
@@ -288,12 +288,24 @@ class DotRAG:
 
     def _select(self, rids: np.ndarray, hop_query: str) -> tuple[np.ndarray, np.ndarray]:
         """Indices of the top-ks candidates above the minimum similarity to the hop's query, and all similarities."""
-        sims = self.store.relationship_vectors[rids] @ self._embed(hop_query)
-        best = top_k(sims, self.settings.search_top)
+        query_vector = self._embed(hop_query)
+        sims = self.store.relationship_vectors[rids] @ query_vector
+        eligible = np.ones(len(rids), dtype=bool)
+        if self.settings.label_margin > 0 and len(rids):
+            # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
+            label_sims = self._label_vectors @ query_vector
+            candidate_sims = label_sims[self.store.relation_ids[rids]]
+            eligible = candidate_sims >= candidate_sims.max() - self.settings.label_margin
+        masked = np.where(eligible, sims, -np.inf)
+        best = top_k(masked, self.settings.search_top)
         floor = self.settings.min_similarity
         if self.settings.relative_margin > 0 and len(best):
             floor = max(floor, float(sims[best[0]]) - self.settings.relative_margin)
-        return best[sims[best] >= floor], sims
+        return best[masked[best] >= floor], sims
+
+    @cached_property
+    def _label_vectors(self) -> np.ndarray:
+        return self.store.encoder.encode([relation_words(label) for label in self.store.relation_labels])
 
     def _extend(self, paths: list[Path], rids, near, far, sims) -> list[Path]:
         ending: dict[int, list[Path]] = {}
