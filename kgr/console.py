@@ -34,15 +34,23 @@ class Output:
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
             TextColumn("[dim]{task.fields[rate]}"), TimeRemainingColumn(),
         )
-        with Progress(*columns, console=self.err, transient=False) as bar:
-            def task(description: str, total: int) -> Callable[[int], None]:
-                task_id = bar.add_task(description, total=total, rate="")
+        # Started on the first task only, so commands that fail or finish early print no empty progress line.
+        bar = Progress(*columns, console=self.err, transient=False)
 
-                def advance(n: int) -> None:
-                    bar.advance(task_id, n)
-                    speed = bar.tasks[task_id].speed
-                    bar.update(task_id, rate=f"{speed:,.0f}/s" if speed else "")
+        def task(description: str, total: int) -> Callable[[int], None]:
+            if not bar.live.is_started:
+                bar.start()
+            task_id = bar.add_task(description, total=total, rate="")
 
-                return advance
+            def advance(n: int) -> None:
+                bar.advance(task_id, n)
+                speed = bar.tasks[task_id].speed
+                bar.update(task_id, rate=f"{speed:,.0f}/s" if speed else "")
 
+            return advance
+
+        try:
             yield task
+        finally:
+            if bar.live.is_started:
+                bar.stop()
