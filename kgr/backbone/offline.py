@@ -129,7 +129,7 @@ class OfflinePolicy:
             return order, ""
         candidates = [i for i, owner in enumerate(owners) if owner == order[0]]
         relation, type_name = chains[max(candidates, key=lambda i: scores[i])][0]
-        return order, f"{anchor.name} {step_query(relation, type_name)}"
+        return order, step_query(relation, type_name)
 
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
                options: list[TrajectoryOption], max_hops: int) -> Step:
