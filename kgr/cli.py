@@ -213,6 +213,27 @@ LimitOption = typer.Option(0, "--limit", help="Sample this many questions (0 = a
 SeedOption = typer.Option(0, "--seed", help="Seed for --limit sampling.")
 NoCacheOption = typer.Option(False, "--no-cache", help="Bypass the backbone response cache.")
 
+# The DotRAG paper's ablations, as the settings they change.
+ABLATIONS = {
+    "no-overview": {"dotrag.use_overview": False},
+    "no-previews": {"dotrag.use_previews": False},
+    "global-search": {"dotrag.constrained_search": False},
+    "random": {"backbone.model": "random"},
+}
+
+
+AblationOption = typer.Option([], "--ablation", help="DotRAG ablation (repeatable): " + ", ".join(ABLATIONS) + ".")
+
+
+def ablation_settings(names: list[str]) -> dict[str, Any]:
+    """The settings behind --ablation names."""
+    settings: dict[str, Any] = {}
+    for name in names:
+        if name not in ABLATIONS:
+            raise KgrError(f"--ablation {name!r}: choose from {', '.join(ABLATIONS)}")
+        settings.update(ABLATIONS[name])
+    return settings
+
 
 def _queries(questions: Optional[Path], query: Optional[str], limit: int, seed: int) -> list:
     """The queries named on the command line: one --query or a --questions file (optionally sampled)."""
@@ -270,6 +291,7 @@ def plan(
     seed: int = SeedOption,
     fresh: bool = typer.Option(False, "--fresh", help="Replan questions that already have a plan."),
     no_cache: bool = NoCacheOption,
+    ablation: list[str] = AblationOption,
     settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
@@ -280,7 +302,7 @@ def plan(
 
     output = Output(quiet)
     queries = _queries(questions, query, limit, seed)
-    overrides = parse_settings(settings, **{"backbone.model": backbone})
+    overrides = {**ablation_settings(ablation), **parse_settings(settings, **{"backbone.model": backbone})}
     with Project.open(directory, write=True, overrides=overrides) as project:
         context = open_run(project, method, stage="plan", use_cache=not no_cache)
         with output.progress() as bar:
@@ -307,6 +329,7 @@ def retrieve(
     workers: int = typer.Option(1, "--workers", help="Questions retrieved concurrently (for remote backbones)."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo questions the run already has."),
     no_cache: bool = NoCacheOption,
+    ablation: list[str] = AblationOption,
     settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
@@ -318,7 +341,7 @@ def retrieve(
 
     output = Output(quiet)
     queries = _queries(questions, query, limit, seed)
-    overrides = parse_settings(settings, **{"backbone.model": backbone})
+    overrides = {**ablation_settings(ablation), **parse_settings(settings, **{"backbone.model": backbone})}
     with Project.open(directory, write=True, overrides=overrides) as project:
         context = open_run(project, method, use_cache=not no_cache)
         if query is not None:
