@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -31,17 +32,23 @@ DATA = Path("/work/shared/data/metaqa")
 SCHEMA_MARK = "matches this JSON schema:\n"
 
 
-def valid_reply(schema: dict) -> dict:
+def first_option_query(prompt: str) -> str:
+    """A search phrase like a model would write: the first offered option's relation and type words."""
+    match = re.search(r"^0\. (\S+) \(\d+ entities; via ([^,)\n]+)", prompt, re.MULTILINE)
+    return f"{match.group(2).replace('_', ' ')} {match.group(1)}" if match else "related entities"
+
+
+def valid_reply(schema: dict, prompt: str) -> dict:
     """The most call-hungry valid answer: rank in offered order, continue whenever allowed."""
     properties = schema.get("properties", {})
     reply: dict = {}
     if "ranking" in properties:
         reply["ranking"] = list(properties["ranking"]["items"]["enum"])
-        reply["query"] = "relationships leading to the answer"
+        reply["query"] = first_option_query(prompt)
     if "action" in properties:
         actions = properties["action"]["enum"]
         if "continue" in actions:
-            reply.update(action="continue", option=0, query="relationships leading to the answer")
+            reply.update(action="continue", option=0, query=first_option_query(prompt))
         else:
             reply.update(action="stop", depths=[max(properties["depths"]["items"]["enum"])])
     if "choice" in properties:
@@ -54,7 +61,7 @@ def responder(body: dict):
     """Answer from the schema in the prompt; report usage counted on the real messages."""
     text = "\n".join(m["content"] for m in body["messages"])
     schema = json.loads(text[text.rindex(SCHEMA_MARK) + len(SCHEMA_MARK):].strip())
-    content = json.dumps(valid_reply(schema))
+    content = json.dumps(valid_reply(schema, text))
     return ok(content, prompt_tokens=count_tokens(text), completion_tokens=count_tokens(content))
 
 

@@ -117,9 +117,9 @@ class LLMPolicy:
             + "".join(f"\n   e.g. {p}" for p in o.previews)
             for o in options
         ])
-        spec = _order_spec("dotrag_rank_trajectories", len(options))
-        spec = DecisionSpec(spec.name, {**spec.schema, "required": ["ranking", "query"]},
-                            lambda data: (spec.validate(data), str(data["query"]).strip() or question))
+        order = _order_spec("dotrag_rank_trajectories", len(options))
+        spec = DecisionSpec(order.name, {**order.schema, "required": ["ranking", "query"]},
+                            lambda data: (order.validate(data), str(data["query"]).strip() or question))
         return decide(self.client, spec,
                       {"question": question, "anchor": anchor.name, "options": text, "overview": self.overview},
                       lambda: self.offline.rank_trajectories(qid, question, anchor, options),
@@ -154,7 +154,7 @@ class LLMPolicy:
 
         return decide(self.client, DecisionSpec("dotrag_review", schema, validate),
                       {"question": question, "anchor": anchor.name, "evidence": evidence, "options": text,
-                       "depth": len(walk), "max_hops": max_hops, "overview": self.overview},
+                       "depth": len(walk), "max_hops": max_hops},
                       lambda: self.offline.review(qid, question, anchor, walk, options, max_hops),
                       stage=STAGE, question_id=qid).value
 
