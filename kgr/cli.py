@@ -225,6 +225,11 @@ ABLATIONS = {
 AblationOption = typer.Option([], "--ablation", help="DotRAG ablation (repeatable): " + ", ".join(ABLATIONS) + ".")
 
 
+def run_settings(ablation: list[str], settings: list[str], backbone: Optional[str]) -> dict[str, Any]:
+    """Overrides for a planning or retrieval run: ablations, then --set pairs, then --backbone."""
+    return {**ablation_settings(ablation), **parse_settings(settings, **{"backbone.model": backbone})}
+
+
 def ablation_settings(names: list[str]) -> dict[str, Any]:
     """The settings behind --ablation names."""
     settings: dict[str, Any] = {}
@@ -302,7 +307,7 @@ def plan(
 
     output = Output(quiet)
     queries = _queries(questions, query, limit, seed)
-    overrides = {**ablation_settings(ablation), **parse_settings(settings, **{"backbone.model": backbone})}
+    overrides = run_settings(ablation, settings, backbone)
     with Project.open(directory, write=True, overrides=overrides) as project:
         context = open_run(project, method, stage="plan", use_cache=not no_cache)
         with output.progress() as bar:
@@ -341,7 +346,7 @@ def retrieve(
 
     output = Output(quiet)
     queries = _queries(questions, query, limit, seed)
-    overrides = {**ablation_settings(ablation), **parse_settings(settings, **{"backbone.model": backbone})}
+    overrides = run_settings(ablation, settings, backbone)
     with Project.open(directory, write=True, overrides=overrides) as project:
         context = open_run(project, method, use_cache=not no_cache)
         if query is not None:
