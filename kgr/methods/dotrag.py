@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -130,7 +131,8 @@ class DotRAG:
         anchor_order = self.policy.rank_anchors(query.id, question, options)
         watch.lap("rank_anchors")
         pairs: list[Pair] = []
-        wanted_anchors = -(-settings.trajectories // max(settings.trajectories_per_anchor, 1))
+        # only the anchors whose trajectories can make the top k_tau pairs are worth a ranking call
+        wanted_anchors = math.ceil(settings.trajectories / max(settings.trajectories_per_anchor, 1))
         for anchor_rank, index in enumerate(anchor_order[:wanted_anchors]):
             eid = anchors[index][0]
             trajectories = self._trajectories(eid, qv)
