@@ -36,7 +36,7 @@ _MENTION = re.compile(r"\[([^\[\]]+)\]")
 # Generic English function words: they carry no relation or type meaning in any graph.
 STOP_WORDS = frozenset(
     "a an the of in on at is are was were be been being did do does done what which whom whose how that this these "
-    "those with by for to and or also as from their its his her they them there it he she i you we me my our your "
+    "those with by for to and or as from their its his her they them there it he she i you we me my our your "
     "any some can could would should will shall may might has have had about into than then so such".split()
 )
 
@@ -114,10 +114,12 @@ class OfflinePolicy:
 
     def rank_trajectories(self, qid: str, question: str, anchor: AnchorOption,
                           options: list[TrajectoryOption]) -> tuple[list[int], str]:
+        if not options:
+            return [], ""
         scorer = self._scorer(question, anchor)
         chains, owners = [], []
         for index, option in enumerate(options):
-            for relation in self._relations(option, anchor.types):
+            for relation in self._relations(option, anchor.types, scorer.affinity):
                 for tail in self._lookahead(option.type, self.max_hops - 1):
                     chains.append(((relation, option.type),) + tail)
                     owners.append(index)
@@ -125,8 +127,6 @@ class OfflinePolicy:
         best = np.full(len(options), -np.inf)
         np.maximum.at(best, np.array(owners, dtype=np.int64), scores)
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
-        if not options:
-            return order, ""
         candidates = [i for i, owner in enumerate(owners) if owner == order[0]]
         relation, type_name = chains[max(candidates, key=lambda i: scores[i])][0]
         return order, step_query(relation, type_name)
@@ -139,7 +139,7 @@ class OfflinePolicy:
         goes, moves = [], []
         if len(done) < max_hops:
             for index, option in enumerate(options):
-                for relation in self._relations(option, [done[-1][1]]):
+                for relation in self._relations(option, [done[-1][1]], scorer.affinity):
                     for tail in self._lookahead(option.type, max_hops - len(done) - 1):
                         goes.append(done + ((relation, option.type),) + tail)
                         moves.append((index, relation))
@@ -153,15 +153,18 @@ class OfflinePolicy:
         return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _relations(self, option: TrajectoryOption, from_types: list[str]) -> list[str]:
-        """The option's relations that are typical between these types in the schema (all of them if none is).
+    def _relations(self, option: TrajectoryOption, from_types: list[str],
+                   affinity: Callable[[str], float]) -> list[str]:
+        """The option's relations typical between these types in the schema (all if none is), best-matching first.
 
         An entity may carry several types, so `starred_actors` also reaches the type `director` (directors who
-        act); such steps are artifacts of multi-typing, not a way the question can be asked.
+        act); such steps are artifacts of multi-typing, not a way the question can be asked. Chains that tie
+        (two relations into the same type, where the type's words explain the question) go to the relation whose
+        own words match the question best, because the first of equal scores wins.
         """
         typical = [r for r in option.relations
                    if any((r, option.type) in self._schema_steps.get(t, ()) for t in from_types)]
-        return typical or option.relations or [""]
+        return sorted(typical or option.relations, key=lambda r: -affinity(r)) or [""]
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
@@ -227,6 +230,13 @@ class OfflinePolicy:
                 scores[members] = total
             return scores
 
+        def affinity(relation: str) -> float:
+            """How well the relation's own words match the question's best word (orders tied choices)."""
+            if word_vectors is None:
+                return 0.0
+            return float((word_vectors @ self._vector([relation_words(relation)])[0]).max())
+
+        score.affinity = affinity
         return score
 
 

@@ -1,0 +1,275 @@
+"""`kgr.methods.dotrag` with the offline policy on a tiny hand-made movie graph whose right paths are known.
+
+The graph (tests/data/tiny_movies/kb.txt, typed by its schema.toml) has 8 movies, all in English (the hub), and a
+person who both directs and acts (Clint Ranger: directed Dark Harbor and Silent River, acted in Golden Hour and
+Paper Moon Rising), so he is typed both `director` and `actor`.
+
+Settings: the defaults (kgr.config.DotragConfig), except where a test names its overrides:
+`dotrag.label_margin=0.05` for the 1-hop relation-precision tests, `dotrag.search_top=3` for the hub test,
+`budget.tokens` for the budget test and `dotrag.constrained_search=false` for the ablation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgr.config import load_config
+from kgr.methods.base import Query, RunContext
+from kgr.methods.budget import token_counter, triple_line
+from kgr.methods.dotrag import DotRAG, type_schema
+from kgr.project import Project
+from kgr.store import GraphStore
+
+DATA = Path(__file__).resolve().parent / "data" / "tiny_movies"
+
+ACTED = {"Golden Hour", "Paper Moon Rising"}  # Clint Ranger acted in these
+DIRECTED = {"Dark Harbor", "Silent River"}  # ... and directed these
+MOVIES = {"Dark Harbor", "Silent River", "Golden Hour", "Paper Moon Rising", "The Last Orchard", "Blue Canyon",
+          "Iron Meadow", "Night Ferry"}
+TWO_HOP = "who directed the movies written by [Wendy Scribe]"  # Dark Harbor -> Clint Ranger, Golden Hour -> Ada Helm
+THREE_HOP = "who acted in the movies directed by the director of [The Last Orchard]"  # Boris Vane -> Blue Canyon
+THREE_HOP_ANSWERS = {"Maya Lorne", "Leo Sterling"}
+# Actors reachable within 3 hops of The Last Orchard only through a hub (the English language, the Drama genre) or
+# not at all; the unconstrained ablation does return some of them.
+HUB_ONLY_ACTORS = {"Pia Mendez", "Sam Okafor", "Nora Quill", "Hugo Brant", "Clint Ranger"}
+
+
+def build_tiny_movies(tmp_path_factory) -> Path:
+    """Ingest + reach of the tiny movie graph, built once per session (in-process) and shared read-only."""
+    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.reach_stage import run_reach
+
+    root = tmp_path_factory.getbasetemp() / "tiny_movies" / "project"
+    done = root.parent / "built"
+    if not done.exists():
+        with Project.open(root, write=True, create=True) as project:
+            run_ingest(project, IngestOptions([DATA / "kb.txt"], schema=DATA / "schema.toml"))
+            run_reach(project)
+        done.touch()
+    return root
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = build_tiny_movies(tmp_path_factory)
+    with Project.open(root) as project:
+        graph = GraphStore(project)
+        graph.warm()
+        yield project, graph
+
+
+@pytest.fixture(scope="module")
+def dotrag(store):
+    """DotRAG(**overrides) on the tiny graph, offline policy; instances are cached per overrides."""
+    project, graph = store
+    made: dict[tuple, DotRAG] = {}
+
+    def make(**overrides) -> DotRAG:
+        """Keyword names without a section are dotrag settings: make(label_margin=0.05, **{"budget.tokens": 50})."""
+        overrides = {(k if "." in k else f"dotrag.{k}"): v for k, v in overrides.items()}
+        key = tuple(sorted(overrides.items()))
+        if key not in made:
+            config = load_config(project.root, overrides)
+            made[key] = DotRAG(RunContext(project, config, graph, "retrieve"))
+        return made[key]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def triples(store) -> set[tuple[str, str, str]]:
+    _, graph = store
+    return {graph.triple(r) for r in range(len(graph.src))}
+
+
+def ask(method: DotRAG, text: str, qid: str = "q"):
+    return method.retrieve(Query(qid, text))
+
+
+def endpoints(record, depth: int | None = None) -> set[str]:
+    return {p["entities"][-1] for p in record.paths if depth is None or p["depth"] == depth}
+
+
+def assert_paths_are_in_the_graph(record, triples):
+    """Every path walks real triples (in either direction) from an anchor."""
+    for path in record.paths:
+        assert path["entities"][0] in record.anchors
+        for a, relation, b in zip(path["entities"], path["relations"], path["entities"][1:]):
+            assert (a, relation, b) in triples or (b, relation, a) in triples, path
+
+
+# -- anchors -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [TWO_HOP, "who directed the movies written by [wendy  scribe]",
+                                  "who directed the movies written by Wendy Scribe"])
+def test_anchor_from_the_mention_or_the_name(dotrag, text):
+    plan = dotrag().plan(Query("q", text))
+    named = [a for a in plan["anchors"] if a["named"]]
+    assert [a["name"] for a in named] == ["Wendy Scribe"] and named[0]["rank"] == 0
+    assert named[0]["types"] == ["writer"]
+    assert {p["anchor"] for p in plan["pairs"]} == {named[0]["eid"]}
+
+
+def test_record_anchors_are_the_searched_ones(dotrag):
+    record = ask(dotrag(), "[Dark Harbor] was directed by who")
+    assert record.anchors == ["Dark Harbor"]
+    assert endpoints(record) == {"Clint Ranger"}
+
+
+# -- 1 hop on a multi-typed person ---------------------------------------------------------------------------------
+def test_one_hop_directed_movies_of_a_director_who_acts(dotrag, triples):
+    record = ask(dotrag(label_margin=0.05), "[Clint Ranger] directed which movies")
+    assert record.anchors == ["Clint Ranger"]
+    assert endpoints(record) == DIRECTED
+    assert {p["depth"] for p in record.paths} == {1}
+    assert set(record.entities) == DIRECTED
+    assert_paths_are_in_the_graph(record, triples)
+
+
+def test_one_hop_acted_movies_of_a_director_who_acts(dotrag):
+    record = ask(dotrag(label_margin=0.05), "what movies did [Clint Ranger] act in")
+    assert endpoints(record) == ACTED
+    assert set(record.entities) == ACTED
+
+
+def test_one_hop_acted_movies_given_the_right_hop_query(dotrag):
+    """The search itself separates the two relations once the hop query names the asked one (label_margin 0.05)."""
+    method = dotrag(label_margin=0.05)
+    query = Query("q", "what movies did [Clint Ranger] act in")
+    plan = method.plan(query)
+    assert [p["type"] for p in plan["pairs"]] == ["movie"]
+    plan["pairs"][0]["query"] = "starred actors movie"
+    record = method.retrieve(query, plan=plan)
+    assert endpoints(record) == ACTED and set(record.entities) == ACTED
+
+
+# -- 2 and 3 hops ------------------------------------------------------------------------------------------------
+def test_two_hop_paths_go_anchor_movie_director(dotrag, triples):
+    record = ask(dotrag(), TWO_HOP)
+    assert record.anchors == ["Wendy Scribe"]
+    assert record.paths and {p["depth"] for p in record.paths} == {2}
+    for path in record.paths:
+        assert path["relations"][0] == "written_by" and path["entities"][1] in {"Dark Harbor", "Golden Hour"}
+    directed = {(p["entities"][1], p["entities"][2]) for p in record.paths if p["relations"][1] == "directed_by"}
+    assert directed == {("Dark Harbor", "Clint Ranger"), ("Golden Hour", "Ada Helm")}
+    assert {"Clint Ranger", "Ada Helm"} <= set(record.entities)
+    assert "Wendy Scribe" not in record.entities  # anchors are excluded
+    [walk] = record.trace["trajectories"]
+    assert [h["type"] for h in walk["hops"]] == ["movie", "director"] and walk["preferred_depths"] == [2]
+    assert_paths_are_in_the_graph(record, triples)
+
+
+def test_three_hop_follows_the_anchors_director_not_the_hub(dotrag, triples):
+    record = ask(dotrag(), THREE_HOP)
+    assert record.anchors == ["The Last Orchard"]
+    assert endpoints(record) == THREE_HOP_ANSWERS
+    for path in record.paths:
+        assert path["entities"][1:3] == ["Boris Vane", "Blue Canyon"]
+        assert path["relations"] == ["directed_by", "directed_by", "starred_actors"]
+    assert THREE_HOP_ANSWERS <= set(record.entities)
+    assert not HUB_ONLY_ACTORS & set(record.entities)
+    assert "English" not in record.entities and "English" not in record.context
+    assert_paths_are_in_the_graph(record, triples)
+
+
+@pytest.mark.parametrize("text", [TWO_HOP, THREE_HOP, "[Clint Ranger] directed which movies",
+                                  "who acted together with [Nora Quill]"])
+def test_the_hub_is_never_an_answer(dotrag, text):
+    record = ask(dotrag(), text)
+    assert "English" not in record.entities
+    assert not any("English" in p["entities"] for p in record.paths)
+
+
+def test_a_hub_anchor_search_stays_within_top_ks(dotrag, triples):
+    record = ask(dotrag(search_top=3), "which movies are in [English]")
+    assert record.anchors == ["English"]
+    [walk] = record.trace["trajectories"]
+    assert walk["hops"] and all(h["kept"] <= 3 for h in walk["hops"])
+    assert 0 < len(endpoints(record, 1)) <= 3 and endpoints(record, 1) <= MOVIES
+    assert len([p for p in record.paths if p["depth"] == 1]) <= 3
+    assert len(record.trace["reached"]) >= len(MOVIES)  # all 8 movies were candidates, 3 were kept
+    assert_paths_are_in_the_graph(record, triples)
+
+
+# -- the record --------------------------------------------------------------------------------------------------
+def test_record_fields(dotrag):
+    method = dotrag()
+    record = ask(method, TWO_HOP, qid="two")
+    assert (record.id, record.question, record.method, record.backbone) == ("two", TWO_HOP, "dotrag", "offline")
+    assert (record.llm_calls, record.prompt_tokens, record.cost_usd) == (0, 0, 0.0)
+    for path in record.paths:
+        assert set(path) >= {"entities", "relations", "similarities", "score", "depth"}
+        assert len(path["entities"]) == path["depth"] + 1 == len(path["relations"]) + 1 == len(path["similarities"]) + 1
+        assert path["score"] == pytest.approx(sum(path["similarities"]), abs=1e-3)
+        assert all(-1.0 <= s <= 1.0 for s in path["similarities"])
+    scores = [p["score"] for p in record.paths]
+    assert scores == sorted(scores, reverse=True)  # one trajectory: best paths first
+    lines = record.context.splitlines()
+    assert len(lines) == len(set(lines))  # each triple once
+    shared = "(Golden Hour; written_by; Wendy Scribe)"
+    in_paths = {(a, r, b) for p in record.paths for a, r, b in zip(p["entities"], p["relations"], p["entities"][1:])}
+    assert len(lines) == len(in_paths)
+    assert lines.count(shared) == 1
+    assert sum(1 for p in record.paths if p["entities"][1] == "Golden Hour") >= 2  # ...though two paths use it
+    count = token_counter(method.context.config.budget.encoding)
+    assert record.context_tokens == sum(count(line) + 1 for line in lines)
+    assert record.context_tokens <= method.context.config.budget.tokens
+    assert record.latency_ms > 0 and "search" in record.timings_ms and "plan.rank_trajectories" in record.timings_ms
+    json.loads(record.to_json())
+
+
+def test_a_tiny_budget_cuts_paths_and_says_so(dotrag, store):
+    _, graph = store
+    full = ask(dotrag(), TWO_HOP)
+    first = full.paths[0]
+    count = token_counter("o200k_base")
+    by_triple = {graph.triple(rid): triple_line(graph, rid) for rid in range(len(graph.src))}
+    lines = [by_triple.get((a, r, b)) or by_triple[(b, r, a)]
+             for a, r, b in zip(first["entities"], first["relations"], first["entities"][1:])]
+    budget = sum(count(line) + 1 for line in lines)
+    small = ask(dotrag(**{"budget.tokens": budget}), TWO_HOP)
+    assert small.paths == [first]
+    assert small.context.splitlines() == lines and small.context_tokens == budget
+    cut = set(small.trace["cut_by_budget"])
+    lost = {e for p in full.paths[1:] for e in p["entities"][1:]} - set(first["entities"])
+    assert lost and lost <= cut
+    assert not lost & set(small.entities)
+    assert full.trace["cut_by_budget"] == []
+
+
+def test_no_constrained_search_ablation_still_returns_a_record(dotrag, triples):
+    record = ask(dotrag(constrained_search=False), TWO_HOP)
+    assert record.method == "dotrag" and record.anchors == ["Wendy Scribe"]
+    assert record.paths and {"Clint Ranger", "Ada Helm"} <= set(record.entities)
+    assert_paths_are_in_the_graph(record, triples)
+    # Unconstrained, every relationship in the graph is a candidate at each hop.
+    assert len(record.trace["reached"]) > len(ask(dotrag(), TWO_HOP).trace["reached"])
+
+
+@pytest.mark.parametrize("text", [TWO_HOP, THREE_HOP])
+def test_a_stored_plan_gives_the_same_record(dotrag, text):
+    method = dotrag()
+    query = Query("q", text)
+    stored = json.loads(json.dumps(method.plan(query), default=str))  # as `kgr plan` stores it
+    planned, direct = method.retrieve(query, plan=stored), method.retrieve(query)
+    for name in ("anchors", "entities", "paths", "context", "context_tokens"):
+        assert getattr(planned, name) == getattr(direct, name), name
+    assert planned.trace["plan"]["pairs"] == direct.trace["plan"]["pairs"]
+
+
+# -- type schema -------------------------------------------------------------------------------------------------
+def test_type_schema(store):
+    _, graph = store
+    schema = type_schema(graph)
+    assert set(schema["movie"]) == {("starred_actors", "actor"), ("directed_by", "director"),
+                                    ("written_by", "writer"), ("has_genre", "genre"), ("in_language", "language")}
+    assert schema["movie"][0] == ("starred_actors", "actor")  # most frequent first (13 relationships)
+    assert ("written_by", "movie") in schema["writer"] and ("in_language", "movie") in schema["language"]
+    assert ("directed_by", "movie") in schema["director"] and ("starred_actors", "movie") in schema["actor"]
+    # Clint Ranger makes `starred_actors` reach a director and `directed_by` reach an actor: minor multi-type steps.
+    assert ("starred_actors", "director") not in schema["movie"] and ("directed_by", "actor") not in schema["movie"]
+    loose = type_schema(graph, share=0.1)
+    assert {("starred_actors", "director"), ("directed_by", "actor")} <= set(loose["movie"])
+    assert set(schema) == set(graph.type_names)

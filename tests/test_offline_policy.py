@@ -1,0 +1,275 @@
+"""`kgr.backbone.offline`: the offline policy's word extraction and chain scoring, with fake embeddings (no model).
+
+`bow_embed` is a deterministic bag-of-words embedding: lowercase words (a plural `s` stripped) hashed into a large
+space and L2-normalized, so texts sharing words are similar and texts sharing none are orthogonal. It makes the
+expected decisions computable by hand from the question's words and the relation/type labels.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from kgr.backbone.offline import STOP_WORDS, OfflinePolicy, question_words, sharing_cue, step_query
+from kgr.backbone.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
+
+DIM = 1 << 14
+
+
+def _token(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def bow_embed(texts):
+    vectors = np.zeros((len(texts), DIM), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
+            vectors[row, zlib.crc32(_token(word).encode()) % DIM] += 1.0
+        norm = np.linalg.norm(vectors[row])
+        if norm:
+            vectors[row] /= norm
+    return vectors
+
+
+class CountingEmbed:
+    """bow_embed that counts its calls and the texts it was asked for."""
+
+    def __init__(self):
+        self.calls = 0
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        self.calls += 1
+        self.texts.extend(texts)
+        return bow_embed(list(texts))
+
+
+# The type-level schema of a small movie graph (as kgr.methods.dotrag.type_schema returns it).
+SCHEMA = {
+    "movie": [("starred_actors", "actor"), ("directed_by", "director"), ("written_by", "writer"),
+              ("in_language", "language"), ("has_genre", "genre")],
+    "actor": [("starred_actors", "movie")],
+    "director": [("directed_by", "movie")],
+    "writer": [("written_by", "movie")],
+    "language": [("in_language", "movie")],
+    "genre": [("has_genre", "movie")],
+}
+
+# What a movie anchor reaches at hop 1 (the same options DotRAG builds from the map).
+MOVIE_OPTIONS = [
+    TrajectoryOption("actor", 3, ["starred_actors"]),
+    TrajectoryOption("director", 1, ["directed_by"]),
+    TrajectoryOption("genre", 1, ["has_genre"]),
+    TrajectoryOption("language", 1, ["in_language"]),
+    TrajectoryOption("writer", 1, ["written_by"]),
+]
+
+# What the movies written by a writer reach at hop 2 (their other neighbours).
+HOP2_OPTIONS = [
+    TrajectoryOption("actor", 4, ["starred_actors"]),
+    TrajectoryOption("director", 2, ["directed_by"]),
+    TrajectoryOption("genre", 2, ["has_genre"]),
+    TrajectoryOption("writer", 1, ["written_by"]),
+]
+
+
+def policy(embed=bow_embed, max_hops: int = 3) -> OfflinePolicy:
+    return OfflinePolicy(embed, SCHEMA, max_hops=max_hops)
+
+
+def anchor(name: str, *types: str) -> AnchorOption:
+    return AnchorOption(name, list(types), True, 1.0)
+
+
+# -- question words ----------------------------------------------------------------------------------------------
+def test_question_words_distances_from_the_mention():
+    words = question_words("who directed the movies written by [Wendy Scribe]", "Wendy Scribe")
+    found = dict(words)
+    # Left of the mention: distance counts back from it, stop words (the, by) dropped.
+    assert found["written"] == 2 and found["movies"] == 3 and found["directed"] == 5
+    assert not {"the", "by", "wendy", "scribe", "[wendy"} & set(found)
+    assert [w for w, _ in words if w != "who"] == ["directed", "movies", "written"]  # sentence order
+
+
+def test_question_words_right_of_the_mention_count_the_offset():
+    words = question_words("[Clint Ranger] directed which movies", "Clint Ranger", right_offset=0.5)
+    assert words == [("directed", 1.5), ("movies", 3.5)]  # `which` is a stop word but still counts as a word
+    assert question_words("[Clint Ranger] directed which movies", "Clint Ranger") == [("directed", 1), ("movies", 3)]
+
+
+def test_question_words_find_an_unbracketed_anchor_case_insensitively():
+    words = question_words("what movies did clint ranger act in", "Clint Ranger")
+    assert words == [("movies", 2), ("act", 1)]
+    # An anchor name absent from the question: every word is on the right.
+    assert question_words("what movies", "Nobody") == [("movies", 2)]
+
+
+def test_question_words_co_prefix_and_hyphens():
+    words = question_words("who co-starred with [Nora Quill] in sci-fi films", "Nora Quill", right_offset=0.5)
+    assert ("co", 2) in words and ("starred", 2) in words
+    assert ("sci", 2.5) in words and ("fi", 2.5) in words and ("films", 3.5) in words
+    assert "co-starred" not in dict(words) and "with" not in dict(words)
+
+
+def test_stop_words_are_never_content_words():
+    text = "what is the language of the movies that were directed by [X] and in which they had been"
+    words = dict(question_words(text, "X"))
+    assert set(words) == {"language", "movies", "directed"}
+    assert not set(words) & STOP_WORDS
+
+
+def test_sharing_cue():
+    assert sharing_cue(question_words("who co-starred with [Nora Quill]", "Nora Quill"))
+    assert sharing_cue(question_words("which movies share directors with [Dark Harbor]", "Dark Harbor"))
+    assert sharing_cue(question_words("who acted together with [Nora Quill]", "Nora Quill"))
+    assert not sharing_cue(question_words("who directed the movies written by [Wendy Scribe]", "Wendy Scribe"))
+    assert not sharing_cue(question_words("who starred in [Dark Harbor]", "Dark Harbor"))
+
+
+def test_also_is_a_sharing_cue():
+    # MetaQA 3-hop wording: the answer's films share a director with the anchor.
+    words = question_words("what languages are the films whose directors also directed [Police] in", "Police")
+    assert sharing_cue(words)
+
+
+# -- anchors -----------------------------------------------------------------------------------------------------
+def test_rank_anchors_named_then_longer_then_similar():
+    options = [
+        AnchorOption("Drama", ["genre"], False, 0.9),
+        AnchorOption("Ada", ["director"], True, 0.2),
+        AnchorOption("Ada Helm", ["director"], True, 0.1),
+        AnchorOption("Paper Moon Rising", ["movie"], False, 0.95),
+        AnchorOption("Bob", ["actor"], True, 0.3),
+    ]
+    # Named first; among named the longer name; equal length by similarity; unnamed by length then similarity.
+    assert policy().rank_anchors("q", "?", options) == [2, 4, 1, 3, 0]
+    assert policy().rank_anchors("q", "?", []) == []
+
+
+# -- trajectories ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("question, best, query", [
+    ("who directed [Dark Harbor]", "director", "directed by director"),
+    ("what language is [Dark Harbor] in", "language", "in language language"),
+    ("who starred in [Dark Harbor]", "actor", "starred actors actor"),
+    ("[Dark Harbor] was written by who", "writer", "written by writer"),
+])
+def test_rank_trajectories_prefers_the_matching_option(question, best, query):
+    order, first_query = policy().rank_trajectories("q", question, anchor("Dark Harbor", "movie"), MOVIE_OPTIONS)
+    assert sorted(order) == list(range(len(MOVIE_OPTIONS)))
+    assert MOVIE_OPTIONS[order[0]].type == best
+    assert first_query == query == step_query(*next((r, t) for r, t in SCHEMA["movie"] if t == best))
+
+
+def test_rank_trajectories_of_a_two_step_question_starts_at_the_inner_step():
+    # "who directed the movies written by [W]": the writer's movies first, then their directors.
+    options = [TrajectoryOption("movie", 2, ["written_by"])]
+    order, query = policy().rank_trajectories("q", "who directed the movies written by [Wendy Scribe]",
+                                               anchor("Wendy Scribe", "writer"), options)
+    assert order == [0] and query == "written by movie"
+
+
+def test_rank_trajectories_without_options():
+    assert policy().rank_trajectories("q", "who directed [W]", anchor("W", "writer"), []) == ([], "")
+
+
+def test_rank_trajectories_picks_the_relation_the_question_names_among_several_to_one_type():
+    # A person who directs and acts reaches movies through two relations; the hop query names the asked one.
+    clint = anchor("Clint Ranger", "actor", "director")
+    options = [TrajectoryOption("movie", 4, ["directed_by", "starred_actors"])]
+    schema = {**SCHEMA, "actor": [("starred_actors", "movie")], "director": [("directed_by", "movie")]}
+    pol = OfflinePolicy(bow_embed, schema)
+    assert pol.rank_trajectories("q", "which movies has [Clint Ranger] starred in", clint, options)[1] \
+        == "starred actors movie"
+    assert pol.rank_trajectories("q", "which movies were directed by [Clint Ranger]", clint, options)[1] \
+        == "directed by movie"
+
+
+def test_relation_choice_is_not_hidden_by_the_shared_type():
+    basis = np.eye(8, dtype=np.float32)
+    table = {
+        "movie": basis[0], "movies": basis[0],
+        "starred actors": basis[1], "directed by": basis[2],
+        # cosines measured with all-MiniLM-L6-v2: act~movie .46, act~starred actors .36, act~directed by .28
+        "act": np.array([0.46, 0.36, 0.28, np.sqrt(1 - 0.46**2 - 0.36**2 - 0.28**2), 0, 0, 0, 0], np.float32),
+        "actor": basis[4], "director": basis[5],
+    }
+    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]),
+                        {"actor": [("starred_actors", "movie")], "director": [("directed_by", "movie")],
+                         "movie": []}, max_hops=1)
+    options = [TrajectoryOption("movie", 4, ["directed_by", "starred_actors"])]
+    _, query = pol.rank_trajectories("q", "what movies did [Clint Ranger] act in",
+                                     anchor("Clint Ranger", "actor", "director"), options)
+    assert query == "starred actors movie"
+
+
+# -- review ------------------------------------------------------------------------------------------------------
+TWO_HOP = "who directed the movies written by [Wendy Scribe]"
+WENDY = anchor("Wendy Scribe", "writer")
+
+
+def hop(depth: int, relation: str, type_name: str) -> HopSummary:
+    return HopSummary(depth, type_name, step_query(relation, type_name), relation, 2, [])
+
+
+def test_review_continues_to_the_outer_step_of_a_two_step_question():
+    step = policy().review("q", TWO_HOP, WENDY, [hop(1, "written_by", "movie")], HOP2_OPTIONS, 3)
+    assert isinstance(step, Continue)
+    assert HOP2_OPTIONS[step.option].type == "director" and step.query == "directed by director"
+
+
+def test_review_stops_once_every_step_is_walked():
+    walk = [hop(1, "written_by", "movie"), hop(2, "directed_by", "director")]
+    options = [TrajectoryOption("movie", 3, ["directed_by"])]
+    assert policy().review("q", TWO_HOP, WENDY, walk, options, 3) == Stop([2])
+    assert policy().review("q", TWO_HOP, WENDY, walk, [], 3) == Stop([2])
+
+
+def test_review_stops_a_one_step_question_at_depth_one():
+    step = policy().review("q", "which movies were written by [Wendy Scribe]", WENDY,
+                           [hop(1, "written_by", "movie")], HOP2_OPTIONS, 3)
+    assert step == Stop([1])
+
+
+def test_review_at_max_hops_only_chooses_a_depth():
+    walk = [hop(1, "written_by", "movie"), hop(2, "directed_by", "director")]
+    step = policy().review("q", "which movies were written by [Wendy Scribe]", WENDY, walk, HOP2_OPTIONS, 2)
+    assert step == Stop([1])  # the walk went past the question: the shallower depth explains it
+
+
+def test_words_are_embedded_once_across_decisions():
+    embed = CountingEmbed()
+    pol = policy(embed)
+    pol.rank_trajectories("q", TWO_HOP, WENDY, [TrajectoryOption("movie", 2, ["written_by"])])
+    texts = len(embed.texts)
+    pol.review("q", TWO_HOP, WENDY, [hop(1, "written_by", "movie")], HOP2_OPTIONS, 3)
+    assert len(embed.texts) == len(set(embed.texts))  # each text is embedded at most once
+    assert not {"directed", "movies", "written"} & set(embed.texts[texts:])  # the question's words were cached
+
+
+# -- schema-typical relations ------------------------------------------------------------------------------------
+def test_relations_drops_schema_atypical_ones():
+    pol = policy()
+    neutral = lambda relation: 0.0  # noqa: E731 - no question: the offered order decides among equals
+    # starred_actors reaching a director is an artifact of multi-typing (a director who acts), not movie->director.
+    assert pol._relations(TrajectoryOption("director", 2, ["starred_actors", "directed_by"]), ["movie"], neutral) \
+        == ["directed_by"]
+    # Typical for any of the source types is enough, and the offered order is kept among equals.
+    assert pol._relations(TrajectoryOption("movie", 4, ["starred_actors", "directed_by"]), ["actor", "director"],
+                          neutral) == ["starred_actors", "directed_by"]
+    # The relation whose words match the question best comes first.
+    prefers_directed = lambda relation: 1.0 if relation == "directed_by" else 0.0  # noqa: E731
+    assert pol._relations(TrajectoryOption("movie", 4, ["starred_actors", "directed_by"]), ["actor", "director"],
+                          prefers_directed) == ["directed_by", "starred_actors"]
+    # None typical: all are kept rather than none; no relations at all: one empty relation.
+    assert pol._relations(TrajectoryOption("tag", 1, ["has_tags"]), ["movie"], neutral) == ["has_tags"]
+    assert pol._relations(TrajectoryOption("movie", 1, []), ["writer"], neutral) == [""]
+
+
+def test_atypical_relation_does_not_steer_the_hop_query():
+    # Only the typical relation can become the hop query, even when the atypical one matches the question better.
+    options = [TrajectoryOption("director", 2, ["starred_actors", "directed_by"])]
+    _, query = policy().rank_trajectories("q", "who starred in [Dark Harbor]", anchor("Dark Harbor", "movie"), options)
+    assert query == "directed by director"
