@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 KGR := $(BIN)/kgr
 DEMO ?= demo-project
 FIX := fixtures/metaqa
+WIKI := fixtures/2wiki
 
 .PHONY: install demo test bench clean
 
@@ -21,17 +22,27 @@ install: $(BIN)/.installed
 
 demo: install
 	rm -rf $(DEMO)
-	$(KGR) ingest $(DEMO) $(FIX)/kb.txt --schema $(FIX)/schema.toml
-	$(KGR) reach $(DEMO)
-	$(KGR) overview $(DEMO)
-	$(KGR) status $(DEMO)
-	$(KGR) retrieve $(DEMO) --query "who directed the movies written by [Gary David Goldberg]" --explain
-	$(KGR) retrieve $(DEMO) --query "what movies did [Temuera Morrison] act in"
-	for m in dotrag bm25 vss csrag; do for h in 1 2 3; do \
-	  $(KGR) retrieve $(DEMO) -q --method $$m --questions $(FIX)/qa_$${h}hop.txt || exit 1; done; done
-	$(KGR) eval $(DEMO) --questions $(FIX)/qa_1hop.txt --questions $(FIX)/qa_2hop.txt \
-	  --questions $(FIX)/qa_3hop.txt --run dotrag-offline --run csrag-offline --run bm25-offline \
-	  --run vss-offline --out $(DEMO)/report
+	@echo "== MetaQA slice: ingest, reachability map, overview =="
+	$(KGR) ingest $(DEMO)/metaqa $(FIX)/kb.txt --schema $(FIX)/schema.toml
+	$(KGR) reach $(DEMO)/metaqa
+	$(KGR) overview $(DEMO)/metaqa
+	$(KGR) status $(DEMO)/metaqa
+	@echo "== DotRAG, offline policy =="
+	$(KGR) retrieve $(DEMO)/metaqa --query "who directed the movies written by [Gary David Goldberg]" --explain
+	$(KGR) retrieve $(DEMO)/metaqa --query "what movies did [Temuera Morrison] act in"
+	@echo "== DotRAG vs. BM25 vs. VSS on the slice's 60 dev questions =="
+	for m in dotrag bm25 vss; do for h in 1 2 3; do \
+	  $(KGR) retrieve $(DEMO)/metaqa -q --method $$m --questions $(FIX)/qa_$${h}hop.txt || exit 1; done; done
+	$(KGR) eval $(DEMO)/metaqa --questions $(FIX)/qa_1hop.txt --questions $(FIX)/qa_2hop.txt \
+	  --questions $(FIX)/qa_3hop.txt --run dotrag-offline --run bm25-offline --run vss-offline \
+	  --out $(DEMO)/metaqa/report
+	@echo "== 2WikiMultihopQA slice with passages: CS-RAG vs. DotRAG =="
+	$(KGR) ingest $(DEMO)/2wiki $(WIKI)/triples.jsonl --passages $(WIKI)/corpus.json
+	$(KGR) reach $(DEMO)/2wiki
+	$(KGR) retrieve $(DEMO)/2wiki --method csrag --query "$$(head -1 $(WIKI)/questions.jsonl | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["question"])')"
+	for m in csrag dotrag; do $(KGR) retrieve $(DEMO)/2wiki -q --method $$m --questions $(WIKI)/questions.jsonl || exit 1; done
+	$(KGR) eval $(DEMO)/2wiki --questions $(WIKI)/questions.jsonl --run csrag-offline --run dotrag-offline \
+	  --out $(DEMO)/2wiki/report
 
 test: install
 	$(BIN)/python -m pytest -q

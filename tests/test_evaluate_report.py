@@ -68,7 +68,7 @@ def test_best_flags():
 
 def test_rich_tables_mark_best():
     tables = rich_tables(ROWS, title="MetaQA")
-    assert [t.title for t in tables] == ["MetaQA — 1-hop", "MetaQA — 2-hop", "MetaQA — all"]
+    assert [t.title.split(" (n=")[0] for t in tables] == ["MetaQA — 1-hop", "MetaQA — 2-hop", "MetaQA — all"]
     console = Console(file=io.StringIO(), width=250, color_system=None)
     for table in tables:
         console.print(table)

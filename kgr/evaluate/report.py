@@ -101,7 +101,7 @@ def table_cells(entries: list[tuple[str, Summary]]) -> tuple[list[Column], list[
 
 
 # The columns a terminal table shows (the report files hold them all), with headers short enough for 80 columns.
-TERMINAL_COLUMNS = {"n": "n", "Recall ↑": "R", "Precision ↑": "P", "F1 ↑": "F1", "GP ↑": "GP",
+TERMINAL_COLUMNS = {"Recall ↑": "R", "Precision ↑": "P", "F1 ↑": "F1", "GP ↑": "GP",
                     "Ans in ctx ↑": "Ans", "P-R@5 ↑": "PR@5", "calls/q ↓": "calls", "prompt tok/q ↓": "tok in",
                     "lat med ms ↓": "ms p50"}
 
@@ -116,10 +116,14 @@ def rich_tables(rows: Iterable[Row], title: str = "", compact: bool = True) -> l
         cols, cells = table_cells(entries)
         shown = [j for j, c in enumerate(cols) if not compact or (
             c.header in TERMINAL_COLUMNS and any(c.get(summary) for _, summary in entries))]
-        table = Table(title=f"{title} — {split}" if title else split, title_style="bold", show_lines=False,
+        sizes = sorted({summary.n_questions for _, summary in entries})
+        name = f"{split} (n={'/'.join(map(str, sizes))})" if compact else split
+        table = Table(title=f"{title} — {name}" if title else name, title_style="bold", show_lines=False,
                       caption="R recall, P precision, GP golden proximity, Ans answers in context; per question"
                       if compact else None)
-        table.add_column("method", style="cyan", no_wrap=True)
+        # In the terminal the method name folds onto two lines rather than squeezing the numbers.
+        table.add_column("method", style="cyan", no_wrap=not compact, overflow="fold",
+                         min_width=12 if compact else None)
         for j in shown:
             table.add_column(TERMINAL_COLUMNS[cols[j].header] if compact else cols[j].header, justify="right",
                              no_wrap=True)
