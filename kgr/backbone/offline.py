@@ -192,7 +192,7 @@ class OfflinePolicy:
         if words:
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
-            kinds = self._vector([relation_words(t) for t in anchor.types])
+            kinds = self._vector([type_words(t) for t in anchor.types])
             sims = self._vector([w for w, _ in words]) @ kinds.T
             words = [(w, d) for (w, d), s in zip(words, sims.max(axis=1))
                      if not (d <= settings.appositive_distance and s > settings.appositive_similarity)]
@@ -207,8 +207,8 @@ class OfflinePolicy:
                 return scores
             steps = list(dict.fromkeys(step for chain in chains for step in chain))
             position = {step: i for i, step in enumerate(steps)}
-            relation_vectors = self._vector([relation_words(r) or relation_words(t) for r, t in steps])
-            type_vectors = self._vector([relation_words(t) for _, t in steps])
+            relation_vectors = self._vector([relation_words(r) or type_words(t) for r, t in steps])
+            type_vectors = self._vector([type_words(t) for _, t in steps])
             step_sims = np.maximum(word_vectors @ relation_vectors.T, word_vectors @ type_vectors.T)
             by_length: dict[int, list[int]] = {}
             for i, chain in enumerate(chains):
@@ -246,6 +246,12 @@ def _returns(chain: Chain, anchor_types: list[str]) -> bool:
     return any(chain[i][0] == chain[i + 1][0] and chain[i + 1][1] in types[i] for i in range(len(chain) - 1))
 
 
+def type_words(type_name: str) -> str:
+    """A type name as words, without the role suffix of inferred types (`directed_by:object` -> `directed by`)."""
+    return relation_words(type_name.rsplit(":", 1)[0] if type_name.endswith((":subject", ":object")) else type_name)
+
+
 def step_query(relation: str, type_name: str) -> str:
-    """The search phrase for a hop: the relation's words and the target type's words."""
-    return f"{relation_words(relation)} {relation_words(type_name)}".strip()
+    """The search phrase for a hop: the relation's words and the target type's words (each once)."""
+    relation_text, type_text = relation_words(relation), type_words(type_name)
+    return relation_text if type_text == relation_text else f"{relation_text} {type_text}".strip()

@@ -23,7 +23,7 @@ class RetrievalRecord:
     paths: list[dict[str, Any]] = field(default_factory=list)  # {entities, relations, similarities, score, ...}
     context: str = ""
     context_tokens: int = 0
-    passages: list[str] = field(default_factory=list)  # titles of passages in the context
+    passages: list[str] | None = None  # titles of passages in the context; None for methods that retrieve none
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
