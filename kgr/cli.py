@@ -76,8 +76,11 @@ def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: b
     """Create a project directory with a kgr.toml listing every setting."""
     from kgr.project import Project
 
+    existed = (directory / "kgr.toml").exists()
     path = Project.init(directory, parse_settings(settings))
-    Output(quiet).info(f"project ready: {path}")
+    if existed and settings:
+        raise KgrError(f"{path} exists and was kept; edit it, or pass --set to the command that should use it")
+    Output(quiet).info(f"project ready: {path}" + (" (kept the existing file)" if existed else ""))
 
 
 @app.command()

@@ -104,6 +104,10 @@ def test_init_writes_every_setting_and_keeps_an_existing_file(tmp_path, run_kgr)
     before = (root / CONFIG_FILE).read_text(encoding="utf-8")
     assert run_kgr("init", root).exit_code == 0
     assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before
+    # Settings for an existing file are refused rather than silently dropped, and the file stays as it was.
+    refused = run_kgr("init", root, "--set", "dotrag.search_top=5")
+    assert refused.exit_code == 1 and "exists and was kept" in refused.stderr
+    assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before
 
 
 def reach_hops(run_kgr, project, *args, env=None) -> int:
