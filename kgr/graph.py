@@ -51,6 +51,11 @@ class Graph:
         return found
 
 
+def normalize_name(text: str) -> str:
+    """Casefolded, whitespace-collapsed form used wherever names are matched (entities, titles, answers)."""
+    return " ".join(str(text).split()).casefold()
+
+
 def relation_words(relation: str) -> str:
     """Turn a relation label such as `directed_by` or `hasGenre` into plain words."""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", relation)

@@ -321,7 +321,7 @@ def _read_source(project: Project) -> _SourceGraph:
 
 def resolve_anchors(names: Sequence[str], anchors: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Entity ids whose normalized name equals an anchor's (all of them when names repeat), and unmatched anchors."""
-    from kgr.store import normalize_name
+    from kgr.graph import normalize_name
 
     index: dict[str, list[int]] = {}
     for eid, name in enumerate(names):

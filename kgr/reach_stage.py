@@ -39,13 +39,9 @@ def open_reach(project: Project) -> ReachMap:
 
 def resolve_entity(store: GraphStore, text: str) -> int:
     """An entity id from a name (exact, then case-insensitive) or a `#eid`."""
-    from kgr.store import normalize_name
-
     if text.startswith("#") and text[1:].isdigit() and int(text[1:]) < store.num_entities:
         return int(text[1:])
-    matches = [e for e in store.name_index.get(normalize_name(text), [])]
-    exact = [e for e in matches if store.names[e] == text]
-    chosen = exact or matches
+    chosen = store.find(text)
     if not chosen:
         raise KgrError(f"no entity named {text!r}")
     return chosen[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from functools import cached_property
 from pathlib import Path
@@ -10,14 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from kgr.embed import Encoder, load_vectors
+from kgr.graph import normalize_name
 from kgr.project import Project
-
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_name(text: str) -> str:
-    """Casefolded, whitespace-collapsed form used to match names."""
-    return _SPACES.sub(" ", text).strip().casefold()
 
 
 class GraphStore:
@@ -89,6 +82,11 @@ class GraphStore:
         for eid, name in enumerate(self.names):
             index.setdefault(normalize_name(name), []).append(eid)
         return index
+
+    def find(self, name: str) -> list[int]:
+        """Entities named `name`: exact spellings if any, else case- and space-insensitive matches."""
+        matches = self.name_index.get(normalize_name(name), [])
+        return [e for e in matches if self.names[e] == name] or matches
 
     @property
     def num_entities(self) -> int:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from kgr.errors import KgrError
 from kgr.evaluate.questions import Question
+from kgr.graph import normalize_name
 
 DEFAULT_KS = (2, 5, 10)
 
@@ -89,9 +90,7 @@ class Summary:
         return cls(**known)
 
 
-def normalize(name: str) -> str:
-    """Normalize a name for matching: casefold and collapse whitespace."""
-    return " ".join(str(name).casefold().split())
+normalize = normalize_name  # answers, retrieved names and titles are matched like entity names
 
 
 def entity_scores(

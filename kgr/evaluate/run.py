@@ -103,7 +103,7 @@ def graph_neighbors(store) -> tuple[Callable[[str], list[str]], Callable[[str], 
     each given by the name of the first entity carrying it (so equal names compare equal as strings).
     `canonical(name)` maps a question's spelling to that same name (unknown names pass through).
     """
-    from kgr.store import normalize_name
+    from kgr.graph import normalize_name
 
     index = store.name_index
     display = {key: store.names[eids[0]] for key, eids in index.items()}

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kgr.errors import InputError
-from kgr.graph import Entity, Graph, Relationship, default_description
+from kgr.graph import Entity, Graph, Relationship, default_description, normalize_name
 from kgr.ingest import readers
 from kgr.ingest.types import assign_types, load_schema
 
@@ -153,19 +153,14 @@ def _where(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line is not None else str(path)
 
 
-def _normalize_title(text: str) -> str:
-    """Case-fold and collapse whitespace so titles and entity names compare loosely."""
-    return " ".join(text.split()).casefold()
-
-
 def link_passages(graph: Graph) -> list[tuple[str, int]]:
     """Pair each passage with the entities named like its title: (entity key, passage index) pairs."""
     by_name: dict[str, list[str]] = {}
     for key, entity in graph.entities.items():
-        by_name.setdefault(_normalize_title(entity.name), []).append(key)
+        by_name.setdefault(normalize_name(entity.name), []).append(key)
     links: list[tuple[str, int]] = []
     for index, passage in enumerate(graph.passages):
-        title = _normalize_title(passage.title)
+        title = normalize_name(passage.title)
         if title:
             links.extend((key, index) for key in by_name.get(title, ()))
     return links

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kgr.graph import relation_words
-from kgr.store import GraphStore, normalize_name
+from kgr.graph import normalize_name, relation_words
+from kgr.store import GraphStore
 
 if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext

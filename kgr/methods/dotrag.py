@@ -16,8 +16,8 @@ from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, P
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
-from kgr.graph import relation_words
-from kgr.store import GraphStore, normalize_name
+from kgr.graph import normalize_name, relation_words
+from kgr.store import GraphStore
 
 
 def type_schema(store: GraphStore, share: float = 0.5) -> dict[str, list[tuple[str, str]]]:
@@ -158,9 +158,7 @@ class DotRAG:
         store = self.store
         named: list[int] = []
         for mention in query.mentions:
-            matches = store.name_index.get(normalize_name(mention), [])
-            exact = [e for e in matches if store.names[e] == mention]
-            named.extend(exact or matches)
+            named.extend(store.find(mention))
         if not named:
             text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
             spans = []
