@@ -53,14 +53,34 @@ class DotragConfig:
     previews: int = 3  # kp: relationship previews per trajectory
     trajectories_per_anchor: int = 1  # k_pi
     trajectories: int = 3  # k_tau
+    hedge_trajectories: int = 5  # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper)
     search_top: int = 40  # ks
     min_similarity: float = 0.30
     relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
-    label_margin: float = 0.0  # keep relations whose label is within this of the best label match; 0 = off (paper)
+    label_margin: float = 0.05  # keep relations whose label is within this of the best label match; 0 = off (paper)
+    label_weight: float = 0.3  # share of the relation label's similarity in a relationship's score; 0 = text only (paper)
     max_hops: int = 3  # H
     use_overview: bool = True
     use_previews: bool = True
     constrained_search: bool = True
+
+
+@dataclass
+class OfflineConfig:
+    """Weights of the offline policy's chain score (kgr.backbone.offline; tuned on MetaQA dev questions only)."""
+
+    step_cost: float = 0.1
+    unsupported: float = 1.0
+    order_cost: float = 0.1
+    order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
+    appositive_distance: int = 3
+    appositive_similarity: float = 0.8
+    right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
+    sharing_bonus: float = 0.3
+    return_prior: float = 0.02  # breaks ties toward going back out along the relation just taken
+    relation_share: float = 0.5  # a relation counts for a type if it has this share of the most frequent one
+    confident_similarity: float = 0.6  # below this, no question word matches any reachable relation or type well
+    typicality: float = 0.05  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
 
 
 @dataclass
@@ -95,6 +115,7 @@ class Config:
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
     dotrag: DotragConfig = field(default_factory=DotragConfig)
+    offline: OfflineConfig = field(default_factory=OfflineConfig)
     csrag: CsragConfig = field(default_factory=CsragConfig)
     baselines: BaselineConfig = field(default_factory=BaselineConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)

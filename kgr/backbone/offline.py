@@ -23,12 +23,12 @@ The best chain decides the trajectory ranking, each continuation and where to st
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, Step, Stop, TrajectoryOption
+from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 
 _WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
@@ -44,21 +44,6 @@ STOP_WORDS = frozenset(
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
-
-
-@dataclass
-class OfflineSettings:
-    """Weights of the chain score (tuned on MetaQA dev questions only)."""
-
-    step_cost: float = 0.1
-    unsupported: float = 1.0
-    order_cost: float = 0.1
-    appositive_distance: int = 3
-    appositive_similarity: float = 0.8
-    right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
-    sharing_bonus: float = 0.3
-    return_prior: float = 0.02  # breaks ties toward going back out along the relation just taken
-    relation_share: float = 0.5  # a relation counts for a type if it has this share of the most frequent one
 
 
 def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
@@ -98,12 +83,14 @@ class OfflinePolicy:
     name = "offline"
 
     def __init__(self, embed: Callable[[Sequence[str]], np.ndarray], schema: dict[str, list[tuple[str, str]]],
-                 max_hops: int = 3, settings: OfflineSettings | None = None):
+                 max_hops: int = 3, settings: OfflineConfig | None = None,
+                 priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
+        self._priors = priors or {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         self.max_hops = max_hops
-        self.settings = settings or OfflineSettings()
+        self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
 
     # -- decisions ---------------------------------------------------------------------------------------------
@@ -131,6 +118,17 @@ class OfflinePolicy:
         relation, type_name = chains[max(candidates, key=lambda i: scores[i])][0]
         return order, step_query(relation, type_name)
 
+    def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
+        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach.
+
+        Without such a word ("describe [X] in a few words") the ranking is a guess, and DotRAG hedges by
+        following several trajectories instead of one.
+        """
+        steps = {(r, o.type) for o in options for r in o.relations}
+        steps |= {step for o in options for tail in self._lookahead(o.type, self.max_hops - 1) for step in tail}
+        best = self._scorer(question, anchor).best_match(sorted(steps))
+        return best is None or best >= self.settings.confident_similarity
+
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
                options: list[TrajectoryOption], max_hops: int) -> Step:
         scorer = self._scorer(question, anchor)
@@ -153,6 +151,15 @@ class OfflinePolicy:
         return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
+    def _prior(self, chain: Chain, anchor_types: list[str]) -> float:
+        """Summed log-typicality of the chain's steps, the first from the anchor's most typical type (0 if unknown)."""
+        priors = self._priors
+        relation, type_name = chain[0]
+        total = max((priors.get((t, relation, type_name), 0.0) for t in anchor_types), default=0.0)
+        for (_, previous), (relation, type_name) in zip(chain, chain[1:]):
+            total += priors.get((previous, relation, type_name), 0.0)
+        return total
+
     def _relations(self, option: TrajectoryOption, from_types: list[str],
                    affinity: Callable[[str], float]) -> list[str]:
         """The option's relations typical between these types in the schema (all if none is), best-matching first.
@@ -199,6 +206,12 @@ class OfflinePolicy:
         word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
 
+        def similarities(steps: list[tuple[str, str]]) -> np.ndarray:
+            """words x steps: each word's cosine with the step's relation words or type words, whichever is higher."""
+            relation_vectors = self._vector([relation_words(r) or type_words(t) for r, t in steps])
+            type_vectors = self._vector([type_words(t) for _, t in steps])
+            return np.maximum(word_vectors @ relation_vectors.T, word_vectors @ type_vectors.T)
+
         def score(chains: list[Chain]) -> np.ndarray:
             scores = np.full(len(chains), -np.inf)
             if word_vectors is None:
@@ -207,9 +220,7 @@ class OfflinePolicy:
                 return scores
             steps = list(dict.fromkeys(step for chain in chains for step in chain))
             position = {step: i for i, step in enumerate(steps)}
-            relation_vectors = self._vector([relation_words(r) or type_words(t) for r, t in steps])
-            type_vectors = self._vector([type_words(t) for _, t in steps])
-            step_sims = np.maximum(word_vectors @ relation_vectors.T, word_vectors @ type_vectors.T)
+            step_sims = similarities(steps)
             by_length: dict[int, list[int]] = {}
             for i, chain in enumerate(chains):
                 if chain:
@@ -221,12 +232,22 @@ class OfflinePolicy:
                 total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
-                total -= settings.unsupported * (counts == 0).any(axis=0)
+                returning = np.array([_returning_steps(chains[i], anchor.types) for i in members]).T  # steps x chains
+                # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
+                supported = (counts > 0) | (returning & sharing)
+                total -= settings.unsupported * (~supported).any(axis=0)
                 if length > 1:
-                    means = (owned * distance[None, :, None]).sum(axis=1) / np.maximum(counts, 1)
-                    total -= settings.order_cost * (means[:-1] > means[1:]).sum(axis=0)
-                    returns = np.array([_returns(chains[i], anchor.types) for i in members], dtype=float)
+                    # only words one step clearly explains best say where that step sits in the sentence
+                    top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
+                    placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
+                    placed_counts = placed.sum(axis=1)
+                    means = (placed * distance[None, :, None]).sum(axis=1) / np.maximum(placed_counts, 1)
+                    means = np.where(placed_counts > 0, means, np.nan)
+                    total -= settings.order_cost * _inversions(means)
+                    returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
+                if settings.typicality and self._priors:
+                    total += settings.typicality * np.array([self._prior(chains[i], anchor.types) for i in members])
                 scores[members] = total
             return scores
 
@@ -236,14 +257,33 @@ class OfflinePolicy:
                 return 0.0
             return float((word_vectors @ self._vector([relation_words(relation)])[0]).max())
 
+        def best_match(steps: list[tuple[str, str]]) -> float | None:
+            """The highest similarity between any question word and any of the steps (None without content words)."""
+            if word_vectors is None or not steps:
+                return None
+            return float(similarities(steps).max())
+
         score.affinity = affinity
+        score.best_match = best_match
         return score
 
 
-def _returns(chain: Chain, anchor_types: list[str]) -> bool:
-    """Whether the chain goes out and back through the same relation (to the type it came from)."""
+def _inversions(means: np.ndarray) -> np.ndarray:
+    """Per chain (column), how many consecutive placed steps sit in the sentence nearer the mention than the step
+    before them; steps with no placed word (NaN) are skipped."""
+    inversions = np.zeros(means.shape[1])
+    for column in range(means.shape[1]):
+        placed = means[:, column][~np.isnan(means[:, column])]
+        inversions[column] = np.count_nonzero(placed[:-1] > placed[1:])
+    return inversions
+
+
+def _returning_steps(chain: Chain, anchor_types: list[str]) -> list[bool]:
+    """For each step, whether it is part of an out-and-back pair: out to a neighbour and back through the same
+    relation to the type it came from (actor -> movie -> actor is "acted together")."""
     types = [anchor_types] + [[t] for _, t in chain]
-    return any(chain[i][0] == chain[i + 1][0] and chain[i + 1][1] in types[i] for i in range(len(chain) - 1))
+    back = [i > 0 and chain[i - 1][0] == chain[i][0] and chain[i][1] in types[i - 1] for i in range(len(chain))]
+    return [back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain))]
 
 
 def type_words(type_name: str) -> str:

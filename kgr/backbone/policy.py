@@ -71,6 +71,10 @@ class Policy(Protocol):
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
                options: list[TrajectoryOption], max_hops: int) -> Step: ...
 
+    def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
+        """Whether the trajectory ranking is more than a guess (else DotRAG follows several trajectories)."""
+        ...
+
 
 def _lines(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items))
@@ -101,6 +105,9 @@ class LLMPolicy:
         self.client = client
         self.offline = offline
         self.overview = overview or "(no overview)"
+
+    def confident(self, qid, question, anchor, options):
+        return True  # the model commits to its ranking; hedging is for the embedding-only policy
 
     def rank_anchors(self, qid, question, anchors):
         if len(anchors) <= 1:
@@ -178,3 +185,6 @@ class RandomPolicy:
         if options and rng.random() < 0.5:
             return Continue(rng.randrange(len(options)), question)
         return Stop([rng.randint(1, len(walk))])
+
+    def confident(self, qid, question, anchor, options):
+        return True  # random choices are the ablation: no hedging

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kgr.backbone.offline import OfflinePolicy
+from kgr.backbone.offline import OfflinePolicy, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.budget import pack_paths, token_counter
@@ -20,12 +20,8 @@ from kgr.graph import normalize_name, relation_words
 from kgr.store import GraphStore
 
 
-def type_schema(store: GraphStore, share: float = 0.5) -> dict[str, list[tuple[str, str]]]:
-    """Type-level steps (relation, next type) seen in the graph, in both directions.
-
-    An entity may carry several types, so a relation also links minor types (a director who also acts is an
-    actor); a step is kept when it has at least `share` of the count of that relation's most frequent target type.
-    """
+def step_counts(store: GraphStore) -> Counter:
+    """How many relationships make each type-level step (from type, relation, to type), in both directions."""
     indptr, type_ids = store.type_indptr, store.type_ids
     counts = np.diff(indptr)
     # every (edge, source type, target type) combination
@@ -38,16 +34,42 @@ def type_schema(store: GraphStore, share: float = 0.5) -> dict[str, list[tuple[s
     relation = store.relation_ids[edge]
     tally: Counter = Counter()
     for a, r, b, n in _unique_counts(ta, relation, tb):
-        tally[(a, r, b)] += n
-        tally[(b, r, a)] += n
-    best: dict[tuple[int, int], int] = {}
-    for (a, r, b), n in tally.items():
-        best[(a, r)] = max(best.get((a, r), 0), n)
-    schema: dict[str, list[tuple[str, str]]] = {}
+        types, label = store.type_names, store.relation_labels[r]
+        tally[(types[a], label, types[b])] += n
+        tally[(types[b], label, types[a])] += n
+    return tally
+
+
+def type_schema(store: GraphStore, share: float = 0.5, tally: Counter | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Type-level steps (relation, next type) seen in the graph, in both directions, most frequent first.
+
+    An entity may carry several types, so a relation also links minor types (a director who also acts is an
+    actor); a step is kept when it has at least `share` of the count of that relation's most frequent target type.
+    """
+    tally = step_counts(store) if tally is None else tally
+    best: Counter = Counter()
+    for (a, r, _), n in tally.items():
+        best[(a, r)] = max(best[(a, r)], n)
+    schema: dict[str, list[tuple[str, str]]] = {t: [] for t in store.type_names}
     for (a, r, b), n in sorted(tally.items(), key=lambda item: -item[1]):
         if n >= share * best[(a, r)]:
-            schema.setdefault(store.type_names[a], []).append((store.relation_labels[r], store.type_names[b]))
-    return schema
+            schema[a].append((r, b))
+    return {t: steps for t, steps in schema.items() if steps}
+
+
+def step_priors(tally: Counter) -> dict[tuple[str, str, str], float]:
+    """log of how typical each step is: its count against the relation's top target type and the type's top relation.
+
+    0 for the dominant reading of a relation (`directed_by` from a movie reaches a director), negative for the
+    readings that only exist because entities carry several types (`directed_by` reaching a writer who directs).
+    """
+    by_relation: Counter = Counter()
+    by_target: Counter = Counter()
+    for (a, r, b), n in tally.items():
+        by_relation[(a, r)] = max(by_relation[(a, r)], n)
+        by_target[(a, b)] = max(by_target[(a, b)], n)
+    return {(a, r, b): math.log(n / by_relation[(a, r)]) + math.log(n / by_target[(a, b)])
+            for (a, r, b), n in tally.items()}
 
 
 def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -66,7 +88,10 @@ def _unique_counts(*columns: np.ndarray):
 
 def make_policy(context: RunContext, store: GraphStore) -> Policy:
     """The policy named by backbone.model: `offline`, `random`, or an LLM (falling back to offline)."""
-    offline = OfflinePolicy(store.encoder.encode, type_schema(store), max_hops=context.config.dotrag.max_hops)
+    tally = step_counts(store)
+    settings = context.config.offline
+    offline = OfflinePolicy(store.encoder.encode, type_schema(store, settings.relation_share, tally),
+                            max_hops=context.config.dotrag.max_hops, settings=settings, priors=step_priors(tally))
     if context.backbone == "offline":
         return offline
     if context.backbone == "random":
@@ -131,6 +156,7 @@ class DotRAG:
         anchor_order = self.policy.rank_anchors(query.id, question, options)
         watch.lap("rank_anchors")
         pairs: list[Pair] = []
+        hedged = 0
         # only the anchors whose trajectories can make the top k_tau pairs are worth a ranking call
         wanted_anchors = math.ceil(settings.trajectories / max(settings.trajectories_per_anchor, 1))
         for anchor_rank, index in enumerate(anchor_order[:wanted_anchors]):
@@ -139,16 +165,24 @@ class DotRAG:
             if not trajectories:
                 continue
             order, first_query = self.policy.rank_trajectories(query.id, question, options[index], trajectories)
-            for type_rank, t in enumerate(order[:settings.trajectories_per_anchor]):
-                pairs.append(Pair(eid, anchor_rank, trajectories[t].type, type_rank, first_query,
-                                  trajectories[t].previews))
+            keep = settings.trajectories_per_anchor
+            if settings.hedge_trajectories > keep and not self.policy.confident(query.id, question, options[index],
+                                                                              trajectories):
+                keep = hedged = settings.hedge_trajectories
+            for type_rank, t in enumerate(order[:keep]):
+                option = trajectories[t]
+                # the policy wrote the query for its first choice; hedged ones search for their own relation
+                hop_query = first_query if type_rank == 0 else step_query(option.relations[0], option.type)
+                pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, option.previews))
         pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))
         watch.lap("rank_trajectories")
+        kept = max(settings.trajectories, hedged)
         return {
             "anchors": [{"eid": e, "name": o.name, "types": o.types, "named": o.named,
                          "similarity": round(o.similarity, 4), "rank": anchor_order.index(i)}
                         for i, ((e, _), o) in enumerate(zip(anchors, options))],
-            "pairs": [asdict(p) for p in pairs[:settings.trajectories]],
+            "pairs": [asdict(p) for p in pairs[:kept]],
+            "hedged": hedged > 0,
             "timings_ms": watch.steps,
             "latency_ms": watch.total_ms,
         }
@@ -287,20 +321,28 @@ class DotRAG:
         return rids, near, far
 
     def _select(self, rids: np.ndarray, hop_query: str) -> tuple[np.ndarray, np.ndarray]:
-        """Indices of the top-ks candidates above the minimum similarity to the hop's query, and all similarities."""
+        """Indices of the top-ks candidates above the minimum similarity to the hop's query, and all similarities.
+
+        A relationship's similarity is that of its text (`head relation tail`), blended with that of its relation
+        label by `label_weight`: entity names dominate the text's embedding, so a relationship of exactly the asked
+        relation can otherwise fall under the floor just because its entities have long or foreign names.
+        """
+        settings = self.settings
         query_vector = self._embed(hop_query)
         sims = self.store.relationship_vectors[rids] @ query_vector
         eligible = np.ones(len(rids), dtype=bool)
-        if self.settings.label_margin > 0 and len(rids):
-            # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
-            label_sims = self._label_vectors @ query_vector
-            candidate_sims = label_sims[self.store.relation_ids[rids]]
-            eligible = candidate_sims >= candidate_sims.max() - self.settings.label_margin
+        if (settings.label_margin > 0 or settings.label_weight > 0) and len(rids):
+            label_sims = (self._label_vectors @ query_vector)[self.store.relation_ids[rids]]
+            if settings.label_weight > 0:
+                sims = (1 - settings.label_weight) * sims + settings.label_weight * label_sims
+            if settings.label_margin > 0:
+                # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
+                eligible = label_sims >= label_sims.max() - settings.label_margin
         masked = np.where(eligible, sims, -np.inf)
-        best = top_k(masked, self.settings.search_top)
-        floor = self.settings.min_similarity
-        if self.settings.relative_margin > 0 and len(best):
-            floor = max(floor, float(sims[best[0]]) - self.settings.relative_margin)
+        best = top_k(masked, settings.search_top)
+        floor = settings.min_similarity
+        if settings.relative_margin > 0 and len(best):
+            floor = max(floor, float(sims[best[0]]) - settings.relative_margin)
         return best[masked[best] >= floor], sims
 
     @cached_property

@@ -58,7 +58,7 @@ def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: b
 # The settings a stored plan depends on; search and budget settings can change without replanning.
 PLANNING_SETTINGS = {
     "dotrag": ("seeds", "anchors", "previews", "trajectories_per_anchor", "trajectories", "use_overview",
-               "use_previews", "max_hops"),
+               "use_previews", "max_hops", "hedge_trajectories"),
     "csrag": ("variants", "anchor_matches"),
 }
 
@@ -69,6 +69,8 @@ def plan_key(context: RunContext, method_name: str) -> str:
 
     section = context.config.section(method_name)
     settings = {name: section[name] for name in PLANNING_SETTINGS.get(method_name, ()) if name in section}
+    if method_name == "dotrag":
+        settings["offline"] = context.config.section("offline")  # the offline policy ranks (or is the fallback)
     return fingerprint([context.backbone, settings, context.project.upstream_ids("plan")])
 
 
