@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kgr.config import load_config
 from kgr.methods.base import Query, RunContext
 from kgr.methods.budget import token_counter, triple_line
-from kgr.methods.dotrag import DotRAG, type_schema
+from kgr.graph import relation_words
+from kgr.methods.dotrag import DotRAG, step_counts, step_priors, type_schema
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -275,3 +277,44 @@ def test_type_schema(store):
     loose = type_schema(graph, share=0.1)
     assert {("starred_actors", "director"), ("directed_by", "actor")} <= set(loose["movie"])
     assert set(schema) == set(graph.type_names)
+
+
+def test_step_priors_penalize_only_the_readings_made_by_multi_typing(store):
+    _, graph = store
+    priors = step_priors(step_counts(graph))
+    assert priors[("movie", "directed_by", "director")] == 0.0
+    assert priors[("movie", "starred_actors", "actor")] == 0.0
+    # Clint Ranger directs and acts: `starred_actors` reaching a director is a minor reading of the relation
+    assert priors[("movie", "starred_actors", "director")] < 0
+    assert priors[("movie", "directed_by", "actor")] < 0
+
+
+# -- kgr's extensions of the search ------------------------------------------------------------------------------
+def test_label_weight_blends_text_and_label_similarity(dotrag):
+    plain, blended = dotrag(label_weight=0, label_margin=0), dotrag(label_weight=0.3, label_margin=0)
+    graph = plain.store
+    rids = np.arange(len(graph.src), dtype=np.int64)
+    query = "written by writer"
+    _, text_sims = plain._select(rids, query)
+    _, sims = blended._select(rids, query)
+    label_vectors = graph.encoder.encode([relation_words(label) for label in graph.relation_labels])
+    label_sims = (label_vectors @ graph.encoder.encode_query(query))[graph.relation_ids[rids]]
+    np.testing.assert_allclose(sims, 0.7 * text_sims + 0.3 * label_sims, atol=1e-5)
+    # a floor the relationship texts alone miss is cleared by the triples of the asked relation
+    floor = float(np.sort(text_sims[graph.relation_ids[rids] == graph.relation_labels.index("written_by")])[-1]) + 0.01
+    strict_plain, strict_blended = (dotrag(label_weight=w, label_margin=0, min_similarity=floor) for w in (0, 0.3))
+    assert not len(strict_plain._select(rids, query)[0])
+    kept = strict_blended._select(rids, query)[0]
+    assert len(kept) and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
+
+
+def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query(dotrag):
+    method = dotrag(hedge_trajectories=4)
+    sure = method.plan(Query("q", "who directed [Dark Harbor]"))
+    assert not sure["hedged"] and [p["type"] for p in sure["pairs"]] == ["director"]
+    unsure = method.plan(Query("q", "describe [Dark Harbor] in a few words"))
+    assert unsure["hedged"] and len(unsure["pairs"]) == 4
+    assert [p["type_rank"] for p in unsure["pairs"]] == [0, 1, 2, 3]
+    assert all(relation_words(p["query"].split()[0]) for p in unsure["pairs"])
+    assert len({p["query"] for p in unsure["pairs"]}) == 4  # each follows its own relation, not the first choice's
+    assert len(dotrag(hedge_trajectories=0).plan(Query("q", "describe [Dark Harbor] in a few words"))["pairs"]) == 1

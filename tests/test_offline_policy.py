@@ -273,3 +273,36 @@ def test_atypical_relation_does_not_steer_the_hop_query():
     options = [TrajectoryOption("director", 2, ["starred_actors", "directed_by"])]
     _, query = policy().rank_trajectories("q", "who starred in [Dark Harbor]", anchor("Dark Harbor", "movie"), options)
     assert query == "directed by director"
+
+
+# -- confidence, typicality, sharing -----------------------------------------------------------------------------
+def test_confident_only_when_a_question_word_names_a_reachable_relation_or_type():
+    movie = anchor("Dark Harbor", "movie")
+    assert policy().confident("q", "who directed [Dark Harbor]", movie, MOVIE_OPTIONS)
+    assert policy().confident("q", "what language is [Dark Harbor] in", movie, MOVIE_OPTIONS)
+    assert not policy().confident("q", "describe [Dark Harbor] in a few words", movie, MOVIE_OPTIONS)
+    assert policy().confident("q", "[Dark Harbor]", movie, MOVIE_OPTIONS)  # nothing to be unsure about
+
+
+def test_typicality_prefers_the_dominant_type_of_a_relation():
+    # A writer who also directs makes `directed_by` reach the type `writer` too; the words "directed by" cannot
+    # tell the two apart, the counts can.
+    options = [TrajectoryOption("writer", 2, ["directed_by"]), TrajectoryOption("director", 2, ["directed_by"])]
+    schema = {**SCHEMA, "movie": SCHEMA["movie"] + [("directed_by", "writer")]}
+    priors = {("movie", "directed_by", "director"): 0.0, ("movie", "directed_by", "writer"): -1.0}
+    question = "which person directed [Dark Harbor]"
+    movie = anchor("Dark Harbor", "movie")
+    without = OfflinePolicy(bow_embed, schema)
+    assert without.rank_trajectories("q", question, movie, options)[0][0] == 0  # a tie: the first option
+    with_priors = OfflinePolicy(bow_embed, schema, priors=priors)
+    assert with_priors.rank_trajectories("q", question, movie, options)[0][0] == 1
+
+
+def test_a_sharing_cue_supports_the_out_and_back_steps():
+    # "starred" is explained equally by both steps of actor -> movie -> actor; "together" is what the pair means.
+    sam = anchor("Sam Okafor", "actor")
+    walk = [hop(1, "starred_actors", "movie")]
+    options = [TrajectoryOption("actor", 3, ["starred_actors"]), TrajectoryOption("director", 1, ["directed_by"])]
+    assert policy().review("q", "who starred together with [Sam Okafor]", sam, walk, options, 3) == \
+        Continue(0, "starred actors actor")
+    assert policy().review("q", "which movies has [Sam Okafor] starred in", sam, walk, options, 3) == Stop([1])
