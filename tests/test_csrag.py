@@ -250,7 +250,7 @@ def test_end_to_end_answer_in_context(offline):
     fraction = sum(found) / len(found)
     print(f"\nCS-RAG offline on 2Wiki fixture: answer in context {fraction:.3f} "
           f"({sum(answerable)}/{len(answerable)} of non yes/no), passage R@5 {sum(recall) / len(recall):.3f}")
-    assert fraction >= 0.7  # yes/no answers cannot appear in a context
+    # yes/no answers only occur in a context by chance (a stray "no"), so only the others are held to a bar
     assert sum(answerable) / len(answerable) >= 0.9
     assert sum(recall) / len(recall) >= 0.9
 
@@ -305,3 +305,13 @@ def test_llm_invalid_plan_falls_back_to_offline(llm_context):
     assert plan.source == "fallback" and "invalid reply" in plan.reason
     assert [k.relation for k in plan.constraints] == ["father", "father"]  # the offline planner's plan
     assert context.client.log.usage("d1").fallbacks == 1
+
+
+def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(offline):
+    # Dui Finn has a father in the graph but no spouse: the plan still asks for the spouse (a label the graph has
+    # elsewhere), with only near-synonyms as variants, instead of settling for the father.
+    plan = plan_question(offline, query("Who was the spouse of Dui Finn?"))
+    assert [(k.head, k.relation, k.variants) for k in plan.constraints] == [("Dui Finn", "spouse", ["spouse"])]
+    assert "hop 1: spouse" in plan.reason
+    record = CSRAG(offline).retrieve(query("Who was the spouse of Dui Finn?", "x4"))
+    assert record.trace["constraints"][0]["constraint"]["relation"] == "spouse" and "Dui Finn" in record.passages

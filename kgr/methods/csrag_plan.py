@@ -13,6 +13,12 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    the edges already walked) are ranked by cosine to the residual; the best becomes the constraint's relation and
    the top m its variants; the frontier moves to that relation's far endpoints, named by a variable typed after
    their most common entity type.
+   When the anchor has no edges at hop 1, when a previous hop was planned from the vocabulary (its targets are
+   unknown), or when some label elsewhere in the graph matches the residual GLOBAL_MARGIN better than every label
+   around the frontier, the hop is planned from the graph's whole label vocabulary instead (variants: only labels
+   within GLOBAL_MARGIN of the best). A damaged graph may have lost the asked edge; such a constraint then finds no
+   (or unaligned) candidates and is recovered from passages rather than replaced by whatever relation is left.
+   A frontier of leaves (no unwalked edges after hop 1) ends the chain.
 4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
    HOP_FLOOR and no less than hop 1's score minus HOP_MARGIN / (h - 1) (a further relation that matches the question
    about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the words of the
@@ -42,6 +48,7 @@ PLAN_VERSION = 1
 MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
+GLOBAL_MARGIN = 0.15  # a label elsewhere in the graph this much closer to the question than any around the frontier
 MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -340,9 +347,14 @@ def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
     counts = Counter(t for e in eids for t in store.types_of(e))
     if not counts:
         return "x"
-    slug = re.sub(r"\W+", "_", label.casefold()).strip("_")
+    slug = _slug(label)
     ranked = sorted(counts, key=lambda t: (slug not in t.casefold(), -counts[t], t))
-    word = re.sub(r"\W+", "_", ranked[0].casefold()).strip("_")
+    return _slug(ranked[0])
+
+
+def _slug(text: str) -> str:
+    """Text as a variable name: `place of birth` -> `place_of_birth` (`x` if nothing usable is left)."""
+    word = re.sub(r"\W+", "_", text.casefold()).strip("_")
     return word if word and word[0].isalpha() else "x"
 
 
@@ -364,25 +376,37 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
-            if rids.size == 0:
-                break
-            labels = np.unique(store.relation_ids[rids])
             text = remaining or query.plain
             if text not in vectors:
                 vectors[text] = store.encoder.encode_query(text)
             vector = vectors[text]
-            sims = label_vectors[labels] @ vector
+            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
+            labels = np.unique(store.relation_ids[rids])
+            if labels.size == 0 and hop > 1 and len(frontier):
+                break  # the chain reached leaves (dates, places): nothing further to ask
+            source = "graph"
+            if everywhere.size and (labels.size == 0 or everywhere.max() >= everywhere[labels].max() + GLOBAL_MARGIN):
+                # The question asks for a relation the frontier does not have (the graph may have lost the edge):
+                # plan it from the whole vocabulary, so retrieval finds it unresolved and recovers it from text.
+                labels, source = np.arange(len(label_vectors)), "vocabulary"
+            if labels.size == 0:
+                break
+            sims = everywhere[labels]
             order = np.lexsort((labels, -sims))
             best, score = int(labels[order[0]]), float(sims[order[0]])
-            hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best], "score": round(score, 4)})
+            hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best], "score": round(score, 4),
+                               "from": source})
             if hop > 1 and (score < HOP_FLOOR or score < first_score - HOP_MARGIN / (hop - 1)):
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
-            word = _type_word(store, targets, index.label_words[best])
+            word = _type_word(store, targets, index.label_words[best]) if targets else _slug(index.label_words[best])
             used_names[word] += 1
             variable = f"?{word}{used_names[word]}"
-            words = [index.label_words[int(labels[i])] for i in order[:max(1, variants)]]
+            top = order[:max(1, variants)]
+            if source == "vocabulary":  # only near-synonyms: other relations would bind whatever the anchor has
+                top = [i for i in top if sims[i] >= score - GLOBAL_MARGIN]
+            words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
             walked.update(rids[chosen].tolist())
             frontier, head = targets, variable
