@@ -87,6 +87,8 @@ class OfflinePolicy:
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
+        self._facts: dict[tuple[Chain, tuple[str, ...]], tuple[list[bool], float]] = {}
+        self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         self.max_hops = max_hops
@@ -151,6 +153,14 @@ class OfflinePolicy:
         return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
+    def _chain_facts(self, chain: Chain, anchor_types: list[str]) -> tuple[list[bool], float]:
+        """The chain's out-and-back steps and its prior, memoized: chains come from the schema, a small set."""
+        key = (chain, tuple(anchor_types))
+        facts = self._facts.get(key)
+        if facts is None:
+            facts = self._facts[key] = (_returning_steps(chain, anchor_types), self._prior(chain, anchor_types))
+        return facts
+
     def _prior(self, chain: Chain, anchor_types: list[str]) -> float:
         """Summed log-typicality of the chain's steps, the first from the anchor's most typical type (0 if unknown)."""
         priors = self._priors
@@ -175,13 +185,15 @@ class OfflinePolicy:
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
-        chains: list[Chain] = [()]
-        if depth <= 0:
-            return chains
-        for relation, next_type in self.schema.get(type_name, []):
-            for tail in self._lookahead(next_type, depth - 1):
-                chains.append(((relation, next_type),) + tail)
-        return chains
+        key = (type_name, depth)
+        if key not in self._tails:
+            chains: list[Chain] = [()]
+            if depth > 0:
+                for relation, next_type in self.schema.get(type_name, []):
+                    for tail in self._lookahead(next_type, depth - 1):
+                        chains.append(((relation, next_type),) + tail)
+            self._tails[key] = chains
+        return self._tails[key]
 
     def _vector(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
@@ -232,7 +244,7 @@ class OfflinePolicy:
                 total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
-                returning = np.array([_returning_steps(chains[i], anchor.types) for i in members]).T  # steps x chains
+                returning = np.array([self._chain_facts(chains[i], anchor.types)[0] for i in members]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
                 total -= settings.unsupported * (~supported).any(axis=0)
@@ -247,7 +259,8 @@ class OfflinePolicy:
                     returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 if settings.typicality and self._priors:
-                    total += settings.typicality * np.array([self._prior(chains[i], anchor.types) for i in members])
+                    total += settings.typicality * np.array([self._chain_facts(chains[i], anchor.types)[1]
+                                                             for i in members])
                 scores[members] = total
             return scores
 
@@ -269,12 +282,14 @@ class OfflinePolicy:
 
 
 def _inversions(means: np.ndarray) -> np.ndarray:
-    """Per chain (column), how many consecutive placed steps sit in the sentence nearer the mention than the step
-    before them; steps with no placed word (NaN) are skipped."""
+    """Per chain (column), how many placed steps sit in the sentence nearer the mention than the placed step before
+    them; steps with no placed word (NaN) are skipped."""
     inversions = np.zeros(means.shape[1])
-    for column in range(means.shape[1]):
-        placed = means[:, column][~np.isnan(means[:, column])]
-        inversions[column] = np.count_nonzero(placed[:-1] > placed[1:])
+    last = np.full(means.shape[1], np.nan)
+    for row in means:  # a chain has at most max_hops steps
+        placed = ~np.isnan(row)
+        inversions += placed & (last > row)  # comparisons with NaN are False
+        last = np.where(placed, row, last)
     return inversions
 
 
