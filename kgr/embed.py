@@ -33,9 +33,10 @@ def resolve_model_path(model: str) -> str:
 class Encoder:
     """Encodes texts to L2-normalized float32 vectors; the model loads on first use."""
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256):
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 0):
         self.model_name = model
         self.batch_size = batch_size
+        self.threads = threads
         self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
 
@@ -53,6 +54,11 @@ class Encoder:
             # OpenBLAS threads spin after each numpy call and starve torch's threads (a 2-core query took 100 ms
             # instead of 27 ms); kgr's numpy work is memory-bound matrix-vector products, so one thread loses nothing.
             threadpool_limits(limits=1, user_api="blas")
+            if self.threads > 0:
+                # On a shared small machine one torch thread per process beats contending for every core.
+                import torch
+
+                torch.set_num_threads(self.threads)
 
             try:
                 self._model = SentenceTransformer(resolve_model_path(self.model_name), device="cpu")
@@ -86,6 +92,11 @@ class Encoder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+def project_encoder(config) -> Encoder:
+    """The encoder a project's `[embedding]` settings describe (model, batch size, threads)."""
+    return Encoder(config.embedding.model, config.embedding.batch_size, config.embedding.threads)
 
 
 def text_hash(text: str) -> str:

@@ -50,7 +50,7 @@ from typing import Sequence
 import numpy as np
 
 from kgr.config import CONFIG_FILE
-from kgr.embed import Encoder
+from kgr.embed import Encoder, project_encoder
 from kgr.errors import KgrError
 from kgr.graph import Entity, Graph, Passage, Relationship, default_description
 from kgr.ingest.stage import ProgressFactory, graph_tables, store_graph
@@ -358,8 +358,13 @@ def perturb_project(
     seed: int,
     anchors: list[str] | None = None,
     progress: ProgressFactory | None = None,
+    encoder: Encoder | None = None,
 ) -> PerturbReport:
-    """Write a damaged copy of `source` (opened to read) as a new project at `target_dir`; see the module docstring."""
+    """Write a damaged copy of `source` (opened to read) as a new project at `target_dir`; see the module docstring.
+
+    `encoder` shares an already loaded model for re-embedding changed relationships (used when its model is the
+    target's).
+    """
     started = time.time()
     if mode not in MODES:
         raise KgrError(f"unknown perturbation mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -408,7 +413,8 @@ def perturb_project(
                 target, tables, started=started, input_fingerprint=input_fp, counts_extra=perturbation,
                 extra_tables={"perturbation": (_perturbation_table(graph, plan, new_rid), _PERTURBATION_INTS)},
                 reuse_dirs=[source_vectors],
-                encoder=_encoder(target, run.counts.get("embedding_model"), run.counts.get("dimension")),
+                encoder=encoder if encoder is not None and encoder.model_name == target.config.embedding.model
+                else _encoder(target, run.counts.get("embedding_model"), run.counts.get("dimension")),
                 progress=progress,
             )
     except BaseException:
@@ -484,15 +490,15 @@ def _encoder(target: Project, source_model: str | None, source_dimension: int | 
     """The target's encoder; when it is the source's model, its dimension is known without loading the model."""
     if source_dimension and source_model == target.config.embedding.model:
         return _KnownDimensionEncoder(int(source_dimension), target.config.embedding.model,
-                                      target.config.embedding.batch_size)
-    return Encoder(target.config.embedding.model, target.config.embedding.batch_size)
+                                      target.config.embedding.batch_size, target.config.embedding.threads)
+    return project_encoder(target.config)
 
 
 class _KnownDimensionEncoder(Encoder):
     """Loads the model only when something must actually be encoded (dropping edges encodes nothing)."""
 
-    def __init__(self, dimension: int, model: str, batch_size: int):
-        super().__init__(model, batch_size)
+    def __init__(self, dimension: int, model: str, batch_size: int, threads: int):
+        super().__init__(model, batch_size, threads)
         self._dimension = dimension
 
     @property

@@ -39,6 +39,8 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
     "reach": ("reach",),
     "overview": ("overview", "backbone"),
 }
+# Settings that change how fast a stage runs, never what it produces.
+RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads",)}
 # Stages a later stage may use but does not require (their absence is an ablation, not an error).
 OPTIONAL_INPUTS = {"overview"}
 
@@ -229,7 +231,11 @@ class Project:
 
     # -- manifest ----------------------------------------------------------------------------------------------
     def config_fingerprint(self, stage: str) -> str:
-        return fingerprint({name: self.config.section(name) for name in STAGE_CONFIG.get(stage, ())})
+        sections = {}
+        for name in STAGE_CONFIG.get(stage, ()):
+            ignored = RUNTIME_ONLY.get(name, ())
+            sections[name] = {k: v for k, v in self.config.section(name).items() if k not in ignored}
+        return fingerprint(sections)
 
     def last_run(self, stage: str) -> StageRun | None:
         if not self.db_path.exists() or not self.has_table("manifest"):

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from kgr.embed import Encoder, load_vectors
+from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.project import Project
 
@@ -16,13 +17,18 @@ from kgr.project import Project
 class GraphStore:
     """Entities, types, relationships, passages and their vectors, indexed by dense ids."""
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, encoder: Encoder | None = None):
+        """`encoder` shares an already loaded model (it must be the one the vectors were made with)."""
         started = time.perf_counter()
         self.root = project.root
         run = project.require("ingest")
         db = project.db
         self.vectors_dir: Path = project.root / run.artifacts["vectors"]
         self.model_name: str = run.counts.get("embedding_model", project.config.embedding.model)
+        if encoder is not None and encoder.model_name != self.model_name:
+            raise KgrError(f"{project.root}: vectors were made with {self.model_name!r}, not {encoder.model_name!r}")
+        self._encoder = encoder
+        self._embedding = project.config.embedding
         self.names: list[str] = [r[0] for r in db.execute("SELECT name FROM entities ORDER BY eid").fetchall()]
         self.descriptions: list[str] = [
             r[0] for r in db.execute("SELECT description FROM entities ORDER BY eid").fetchall()
@@ -73,7 +79,9 @@ class GraphStore:
 
     @cached_property
     def encoder(self) -> Encoder:
-        return Encoder(self.model_name)
+        if self._encoder is not None:
+            return self._encoder
+        return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads)
 
     @cached_property
     def name_index(self) -> dict[str, list[int]]:

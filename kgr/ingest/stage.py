@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import Encoder, reusable_vectors, write_meta, write_vector_table
+from kgr.embed import Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
 from kgr.errors import InputError
 from kgr.graph import Graph
 from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
@@ -100,7 +100,7 @@ def store_graph(
     embed_started = time.time()
     gen = project.new_generation(VECTORS_DIR)
     if encoder is None:
-        encoder = Encoder(project.config.embedding.model, project.config.embedding.batch_size)
+        encoder = project_encoder(project.config)
     write_meta(gen, encoder.model_name, encoder.dimension)
     if reuse_dirs is None:
         reuse_dirs = [g for g in project.generations(VECTORS_DIR) if g != gen]
