@@ -97,8 +97,6 @@ def test_refusals(project, question_sets):
         evaluate(project, question_sets, ["nope"])
     with pytest.raises(KgrError, match="distinct labels"):
         evaluate(project, [question_sets[0], question_sets[0]], ["bm25-offline"])
-    with pytest.raises(NotImplementedError):
-        evaluate(project, question_sets, ["bm25-offline"], answerer=lambda q, c: [])
 
 
 class _Store:

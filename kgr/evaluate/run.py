@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kgr.errors import KgrError
 from kgr.evaluate.diagnose import STAGES, diagnose, stage_counts
@@ -38,17 +38,6 @@ DEFAULT_MAX_DEGREE = 150
 ALL_SPLIT = "all"
 
 QuestionSet = tuple[str, list[Question]]
-
-
-class Answerer(Protocol):
-    """Answer-level scoring hook: a backbone reads a record's packed context and lists answer names.
-
-    Not implemented yet: `evaluate(..., answerer=...)` refuses it. The intended use is that
-    `answerer(question.question, record["context"])` returns the answer names the backbone read off
-    the context, which would then be scored against `question.answers` (hits@1, answer recall).
-    """
-
-    def __call__(self, question: str, context: str) -> list[str]: ...
 
 
 @dataclass
@@ -138,7 +127,6 @@ def evaluate(
     max_degree: int | None = DEFAULT_MAX_DEGREE,
     store=None,
     labels: dict[str, str] | None = None,
-    answerer: Answerer | None = None,
 ) -> EvalResult:
     """Score each stored run on each question set (sampled to `limit` per set), write reports into `out_dir`.
 
@@ -146,8 +134,6 @@ def evaluate(
     `labels` renames runs in tables and charts (e.g. {"bm25-offline": "BM25"}).
     Raises KgrError for a run without records, an empty or duplicate question-set label.
     """
-    if answerer is not None:
-        raise NotImplementedError("answer-level scoring is not implemented yet")
     if not runs:
         raise KgrError("no runs to evaluate")
     set_labels = [label for label, _ in question_sets]
@@ -268,5 +254,5 @@ def _write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
-__all__ = ["Answerer", "DEFAULT_MAX_DEGREE", "EvalResult", "evaluate", "graph_neighbors", "queries_for",
+__all__ = ["DEFAULT_MAX_DEGREE", "EvalResult", "evaluate", "graph_neighbors", "queries_for",
            "stage_markdown"]
