@@ -214,13 +214,14 @@ def main(argv: list[str] | None = None) -> int:
           f"grid {modes} x {scopes} x {ratios} x seeds {seeds}; methods {methods}", flush=True)
 
     cells_path = args.out / "cells.jsonl"
-    if args.fresh:
+    clean_path = args.out / "clean.json"
+    if args.fresh:  # the clean scores too: they are the baseline every cell is compared with
         cells_path.unlink(missing_ok=True)
+        clean_path.unlink(missing_ok=True)
     cells = [json.loads(line) for line in cells_path.read_text().splitlines()] if cells_path.exists() else []
     ids = [q.id for q in questions]
     cells = [c for c in cells if c.get("question_ids") == ids and c.get("methods") == methods]
     done = {cell_key(c["mode"], c["scope"], c["ratio"], c["seed"]) for c in cells}
-    clean_path = args.out / "clean.json"
 
     runner = Runner(methods, questions, args.backbone, encoder=None)
     clean = None
