@@ -94,6 +94,7 @@ class CsragConfig:
     temperature: float = 0.1
     passages_first: int = 10  # K't
     passages_keep: int = 3  # Kt
+    bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
     reranker: str = ""  # a CrossEncoder name or path; empty means bi-encoder cosine
 
 

@@ -86,6 +86,27 @@ def test_unresolved_constraint_blocks_what_depends_on_it():
     assert bindings == {} and len(calls) == 1
 
 
+def test_passages_bind_the_variable_of_a_candidate_less_constraint():
+    # The graph lost A's edge: constraint 0 finds nothing, its passages name 1 (A itself), 10 and 12; the chain goes on
+    # from 10 and 12 while constraint 0 itself stays unresolved.
+    plan = [c("A", "?x"), c("?x", "?y")]
+    retrieve, calls = pools_from({(1, (10, 12)): [(20, 0.9)]})
+    asked = []
+
+    def recover(i, bindings):
+        asked.append(i)
+        return [1, 10, 12]
+
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, recover=recover)
+    assert states[0].status == "unresolved" and "bind ?x" in states[0].reason and states[0].bound == [10, 12]
+    assert states[1].status == "resolved" and bindings == {"?x": [10, 12], "?y": [20]}
+    assert asked == [0]
+    # an insufficient (non-empty) pool is not rescued from text: its candidates exist, they are just ambiguous
+    retrieve, _ = pools_from({(0, (1,)): [(10, 0.5), (11, 0.5), (12, 0.5)]})
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, recover=recover)
+    assert bindings == {} and states[1].status == "blocked" and asked == [0]
+
+
 def test_intersection_of_two_bindings_then_propagation():
     # ?film is constrained from two anchors; only 11 satisfies both, and ?y starts from it.
     plan = [c("A", "?film"), c("?film", "?y"), c("B", "?film")]

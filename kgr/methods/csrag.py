@@ -21,6 +21,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from kgr.graph import normalize_name
 from kgr.errors import KgrError
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.csrag_plan import (
@@ -105,6 +106,7 @@ def propagate(
     temperature: float,
     gamma: float,
     on_decided: Callable[[ConstraintState], None] | None = None,
+    recover: Callable[[int, dict[str, list[int]]], list[int]] | None = None,
 ) -> tuple[list[ConstraintState], dict[str, list[int]]]:
     """Run every constraint whose source is known until nothing more propagates; return states and bindings.
 
@@ -115,6 +117,9 @@ def propagate(
     binds them from an entity has run (so intersections are final), unless nothing else can progress.
     A variable bound by several resolved constraints keeps the intersection; an empty intersection unbinds it and
     marks all the constraints that bound it unresolved.
+    `recover(index, bindings_so_far)`, when given, is asked for the entities that passages name for a constraint
+    that found no candidates at all (the graph lacks the edge): they bind its free variable so that later
+    constraints can still be retrieved from the graph; the constraint itself stays unresolved.
     """
     states = [ConstraintState(i) for i in range(len(constraints))]
     bindings: dict[str, list[int]] = {}
@@ -172,6 +177,13 @@ def propagate(
         if not ok:
             state.status = "unresolved"
             state.reason = "no candidates" if not state.pool else f"N_eff {state.n_eff:.2f} > gamma {gamma:g}"
+            if not state.pool and recover is not None and is_variable(target) and target not in bindings \
+                    and target not in dead:
+                named = [e for e in recover(i, bindings) if e not in state.sources]
+                if named:
+                    bindings[target] = named
+                    state.bound = named
+                    state.reason += f"; {len(named)} entities named in its passages bind {target}"
             continue
         state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
         if not is_variable(target):
@@ -346,37 +358,46 @@ class CSRAG:
             aligned_out.update(int(far[j]) for j in range(rids.size) if j not in chosen)
             return pool
 
+        has_passages = bool(store.passages)
+        recovered: dict[int, list[tuple[int, float]]] = {}  # constraint -> (passage, score), best first
+
+        def recover(i: int, bound: dict[str, list[int]]) -> list[tuple[int, float]]:
+            """Textual recovery: top K't passages by similarity to the linearized constraint, reranked, keep Kt."""
+            if i not in recovered:
+                text = self.linearize(i, plan, bound, anchors)
+                qc_text = f"{plain} | {text}"
+                first_vec, qc_vec = store.encoder.encode([text, qc_text])
+                first = top_k(store.passage_vectors @ first_vec, settings.passages_first)
+                texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \
+                    if settings.reranker.strip() else [""] * first.size
+                scores = self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first])
+                keep = top_k(np.asarray(scores, dtype=np.float64), settings.passages_keep)
+                recovered[i] = [(int(first[j]), float(scores[j])) for j in keep.tolist()]
+            return recovered[i]
+
+        def named_in_passages(i: int, bound: dict[str, list[int]]) -> list[int]:
+            """Graph entities whose names occur in the constraint's recovered passages, in reading order."""
+            found = [self.index.find_names(store.passages[p][1]) for p, _ in recover(i, bound)]
+            return list(dict.fromkeys(e for spans in found for _, _, name in spans
+                                      for e in store.name_index.get(normalize_name(name), [])))
+
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
-                                     settings.gamma, on_decided)
+                                     settings.gamma, on_decided,
+                                     recover=named_in_passages if has_passages and settings.bind_from_passages
+                                     else None)
         watch.lap("constraints")
 
         # Textual recovery for unresolved constraints; linked passages for resolved ones.
         passage_ids: list[int] = []
-        recovered: dict[int, list[dict[str, Any]]] = {}
-        has_passages = bool(store.passages)
         for state in states:
-            i = state.index
             if state.status == "resolved":
                 if has_passages:
                     kept = sorted(state.pool, key=lambda c: c.far not in state.bound)
                     for cand in kept:
                         for e in (cand.near, cand.far):
                             passage_ids.extend(store.entity_passages.get(e, []))
-                continue
-            if not has_passages:
-                continue
-            text = self.linearize(i, plan, bindings, anchors)
-            qc_text = f"{plain} | {text}"
-            first_vec, qc_vec = store.encoder.encode([text, qc_text])
-            first = top_k(store.passage_vectors @ first_vec, settings.passages_first)
-            texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \
-                if settings.reranker.strip() else [""] * first.size
-            scores = self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first])
-            keep = top_k(np.asarray(scores, dtype=np.float64), settings.passages_keep)
-            chosen = [int(first[j]) for j in keep.tolist()]
-            recovered[i] = [{"title": store.passages[p][0], "score": round(float(scores[j]), 4)}
-                            for p, j in zip(chosen, keep.tolist())]
-            passage_ids.extend(chosen)
+            elif has_passages:
+                passage_ids.extend(p for p, _ in recover(state.index, bindings))
         passage_ids = list(dict.fromkeys(passage_ids))
         watch.lap("passages")
 
@@ -456,5 +477,6 @@ class CSRAG:
             "pool": [{"triple": list(store.triple(c.rid)), "align": round(c.align, 4), "score": round(c.score, 4),
                       "p": round(float(p), 4)} for c, p in zip(state.pool, probs)],
             "bound": [names[e] for e in state.bound],
-            "passages": recovered.get(state.index, []),
+            "passages": [{"title": self.store.passages[p][0], "score": round(score, 4)}
+                         for p, score in recovered.get(state.index, [])],
         }
