@@ -59,7 +59,7 @@ class DotragConfig:
     min_similarity: float = 0.30
     relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
     label_margin: float = 0.05  # keep relations whose label is within this of the best label match; 0 = off (paper)
-    label_weight: float = 0.3  # share of the relation label's similarity in a relationship's score; 0 = text only (paper)
+    label_weight: float = 0.3  # share of the relation label in a relationship's similarity; 0 = text only (paper)
     max_hops: int = 3  # H
     use_overview: bool = True
     use_previews: bool = True

@@ -7,17 +7,22 @@ well its steps explain the question's content words:
 
     score = sum over words w of max over steps i of sim(w, step i)  -  step_cost * len(chain)
             - unsupported * [a step explains no word best]  -  order_cost * [order inversions]
+            + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
 describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]") are left out.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
-than the previous step's, and each inversion costs `order_cost`. Words after the mention count `right_offset`
-farther.
+than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
+`order_margin` over every other step place it (`who` fits an actor and a movie almost equally and says nothing
+about order). Words after the mention count `right_offset` farther.
 Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
-relation (actor -> movie -> actor) earns `sharing_bonus`.
-The best chain decides the trajectory ranking, each continuation and where to stop.
+relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
+Log-typicality (kgr.methods.dotrag.step_priors) is 0 for a relation's dominant reading and negative for readings
+that only exist because entities carry several types.
+The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
+question word names a reachable step at all (else DotRAG hedges over several trajectories).
 """
 
 from __future__ import annotations
@@ -244,7 +249,8 @@ class OfflinePolicy:
                 total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
-                returning = np.array([self._chain_facts(chains[i], anchor.types)[0] for i in members]).T  # steps x chains
+                facts = [self._chain_facts(chains[i], anchor.types) for i in members]
+                returning = np.array([steps for steps, _ in facts]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
                 total -= settings.unsupported * (~supported).any(axis=0)
@@ -259,8 +265,7 @@ class OfflinePolicy:
                     returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 if settings.typicality and self._priors:
-                    total += settings.typicality * np.array([self._chain_facts(chains[i], anchor.types)[1]
-                                                             for i in members])
+                    total += settings.typicality * np.array([prior for _, prior in facts])
                 scores[members] = total
             return scores
 

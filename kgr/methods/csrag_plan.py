@@ -394,8 +394,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             sims = everywhere[labels]
             order = np.lexsort((labels, -sims))
             best, score = int(labels[order[0]]), float(sims[order[0]])
-            hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best], "score": round(score, 4),
-                               "from": source})
+            hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
+                               "score": round(score, 4), "from": source})
             if hop > 1 and (score < HOP_FLOOR or score < first_score - HOP_MARGIN / (hop - 1)):
                 break
             chosen = store.relation_ids[rids] == best
@@ -414,7 +414,9 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             remaining = _drop_words(remaining, index.label_words[best]) or remaining
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
-                reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']})" for h in hops_trace))
+                reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
+                                  + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
+                                  for h in hops_trace))
     return plan
 
 

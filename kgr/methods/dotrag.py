@@ -40,7 +40,8 @@ def step_counts(store: GraphStore) -> Counter:
     return tally
 
 
-def type_schema(store: GraphStore, share: float = 0.5, tally: Counter | None = None) -> dict[str, list[tuple[str, str]]]:
+def type_schema(store: GraphStore, share: float = 0.5,
+                tally: Counter | None = None) -> dict[str, list[tuple[str, str]]]:
     """Type-level steps (relation, next type) seen in the graph, in both directions, most frequent first.
 
     An entity may carry several types, so a relation also links minor types (a director who also acts is an
