@@ -173,7 +173,8 @@ class DotRAG:
             for type_rank, t in enumerate(order[:keep]):
                 option = trajectories[t]
                 # the policy wrote the query for its first choice; hedged ones search for their own relation
-                hop_query = first_query if type_rank == 0 else step_query(option.relations[0], option.type)
+                hop_query = first_query if type_rank == 0 else \
+                    step_query(option.relations[0] if option.relations else "", option.type)
                 pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, option.previews))
         pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))
         watch.lap("rank_trajectories")
