@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import statistics
@@ -40,7 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from twowiki_data import DATA, DEFAULT_PROJECT, convert, ensure_project  # noqa: E402
+from twowiki_data import (  # noqa: E402
+    DATA, DEFAULT_PROJECT, add_threads_option, apply_threads, convert, ensure_project,
+)
 
 LABELS = {"bm25": "BM25", "vss": "VSS", "dotrag": "DotRAG", "csrag": "CS-RAG"}
 TOLERANCE = 0.05  # the goal: CS-RAG within 5 points of its clean value up to rho = MAX_RATIO_CHECKED
@@ -181,10 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="start no new cell after this many minutes (the finished cells are reported)")
     parser.add_argument("--fresh", action="store_true", help="discard cells.jsonl and rerun everything")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/out/robustness")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="embedding.threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
+    add_threads_option(parser)
     args = parser.parse_args(argv)
-    os.environ["KGR_EMBEDDING__THREADS"] = str(args.threads)
+    apply_threads(args.threads)
 
     import kgr.perturb as perturb
     from kgr.evaluate.questions import load_questions, sample

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -25,6 +26,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data/hipporag/2wikimultihopqa")
 DEFAULT_PROJECT = Path("/work/projects/twowiki")
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """`--threads`: the encoder's torch threads for every project the bench opens (`embedding.threads`)."""
+    parser.add_argument("--threads", type=int, default=1,
+                        help="embedding.threads for the encoder (default 1: on a shared 2-core machine two threads "
+                             "made a query encoding 10-20x slower)")
+
+
+def apply_threads(threads: int) -> None:
+    """Set `embedding.threads` for the projects opened from now on (through kgr's environment settings)."""
+    os.environ["KGR_EMBEDDING__THREADS"] = str(threads)
 
 
 def _named_in(name: str, text: str) -> bool:

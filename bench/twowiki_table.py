@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -38,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from twowiki_data import DATA, DEFAULT_PROJECT, convert, ensure_project  # noqa: E402
+from twowiki_data import (  # noqa: E402
+    DATA, DEFAULT_PROJECT, add_threads_option, apply_threads, convert, ensure_project,
+)
 
 from kgr.errors import KgrError  # noqa: E402
 
@@ -84,10 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="discard stored records of these runs first")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/out/twowiki")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="embedding.threads for the encoder (default 1: on a shared 2-core machine two threads made a query encoding 10-20x slower)")
+    add_threads_option(parser)
     args = parser.parse_args(argv)
-    os.environ["KGR_EMBEDDING__THREADS"] = str(args.threads)
+    apply_threads(args.threads)
 
     from kgr.config import load_config
     from kgr.evaluate.metrics import normalize

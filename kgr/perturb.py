@@ -413,8 +413,7 @@ def perturb_project(
                 target, tables, started=started, input_fingerprint=input_fp, counts_extra=perturbation,
                 extra_tables={"perturbation": (_perturbation_table(graph, plan, new_rid), _PERTURBATION_INTS)},
                 reuse_dirs=[source_vectors],
-                encoder=encoder if encoder is not None and encoder.model_name == target.config.embedding.model
-                else _encoder(target, run.counts.get("embedding_model"), run.counts.get("dimension")),
+                encoder=_encoder(target, run.counts.get("embedding_model"), run.counts.get("dimension"), encoder),
                 progress=progress,
             )
     except BaseException:
@@ -486,8 +485,12 @@ def _perturbation_table(graph: _SourceGraph, plan: Plan, new_rid: list[int | Non
 _PERTURBATION_INTS = {"rid", "new_rid", "old_src", "old_dst", "new_src", "new_dst"}
 
 
-def _encoder(target: Project, source_model: str | None, source_dimension: int | None) -> Encoder:
-    """The target's encoder; when it is the source's model, its dimension is known without loading the model."""
+def _encoder(target: Project, source_model: str | None, source_dimension: int | None,
+             shared: Encoder | None = None) -> Encoder:
+    """The target's encoder: `shared` when it is the target's model; else, when the target uses the source's model,
+    one whose dimension is known without loading the model."""
+    if shared is not None and shared.model_name == target.config.embedding.model:
+        return shared
     if source_dimension and source_model == target.config.embedding.model:
         return _KnownDimensionEncoder(int(source_dimension), target.config.embedding.model,
                                       target.config.embedding.batch_size, target.config.embedding.threads)

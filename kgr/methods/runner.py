@@ -61,6 +61,8 @@ PLANNING_SETTINGS = {
                "use_previews", "max_hops", "hedge_trajectories"),
     "csrag": ("variants", "anchor_matches"),
 }
+# Whole config sections a method's plans depend on: DotRAG's offline policy ranks trajectories (or is the fallback).
+PLANNING_SECTIONS = {"dotrag": ("offline",)}
 
 
 def plan_key(context: RunContext, method_name: str) -> str:
@@ -69,8 +71,7 @@ def plan_key(context: RunContext, method_name: str) -> str:
 
     section = context.config.section(method_name)
     settings = {name: section[name] for name in PLANNING_SETTINGS.get(method_name, ()) if name in section}
-    if method_name == "dotrag":
-        settings["offline"] = context.config.section("offline")  # the offline policy ranks (or is the fallback)
+    settings.update({name: context.config.section(name) for name in PLANNING_SECTIONS.get(method_name, ())})
     return fingerprint([context.backbone, settings, context.project.upstream_ids("plan")])
 
 
