@@ -336,3 +336,48 @@ def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(off
     assert "hop 1: spouse (" in plan.reason and "from the vocabulary" in plan.reason
     record = CSRAG(offline).retrieve(query("Who was the spouse of Dui Finn?", "x4"))
     assert record.trace["constraints"][0]["constraint"]["relation"] == "spouse" and "Dui Finn" in record.passages
+
+
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    """A small hand-made graph where some people lack the edges asked about (as in a damaged KG)."""
+    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.methods.base import RunContext
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    root = tmp_path_factory.mktemp("family")
+    triples = [("Anna Berg", "mother", "Berta Berg"), ("Berta Berg", "date of birth", "1 May 1900"),
+               ("Carl Dahl", "mother", "Dora Dahl"), ("Dora Dahl", "date of birth", "2 June 1910"),
+               ("Dora Dahl", "date of death", "3 July 1980"),
+               ("Eva Falk", "country of citizenship", "France"),  # Eva's mother is missing
+               ("Fritz Gren", "mother", "Gerda Gren")]  # Gerda has no edges at all
+    path = root / "triples.jsonl"
+    path.write_text("".join(json.dumps({"subject": h, "relation": r, "object": t}) + "\n" for h, r, t in triples),
+                    encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([path]))
+    with Project.open(root / "project") as project:
+        yield RunContext(project, project.config, GraphStore(project), stage="retrieve")
+
+
+def test_relations_missing_around_the_anchor_are_planned_in_the_order_the_graph_allows(family):
+    # Both asked relations come from the vocabulary. Nothing in the graph goes on from a date of birth, while
+    # mothers have dates of birth: so the mother comes first, whichever label matches the question best.
+    plan = plan_question(family, query("When was Eva Falk's mother born?"))
+    assert [(k.relation, k.variants) for k in plan.constraints] == [("mother", ["mother"]),
+                                                                     ("date of birth", ["date of birth"])]
+    assert plan.reason.count("from the vocabulary") == 2
+
+
+def test_an_entity_without_edges_is_not_taken_for_a_leaf(family):
+    # Gerda Gren has no edges after the mother hop; mothers elsewhere have dates of birth, so the chain goes on
+    # from the vocabulary; from a date, where nothing ever goes on, it ends.
+    plan = plan_question(family, query("When was Fritz Gren's mother born?"))
+    assert [k.relation for k in plan.constraints] == ["mother", "date of birth"]
+    assert "hop 1: mother (" in plan.reason and plan.reason.endswith("from the vocabulary)")
+    full = plan_question(family, query("When was Anna Berg's mother born?"))
+    assert [k.relation for k in full.constraints] == ["mother", "date of birth"]
+    assert "vocabulary" not in full.reason

@@ -13,12 +13,16 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    the edges already walked) are ranked by cosine to the residual; the best becomes the constraint's relation and
    the top m its variants; the frontier moves to that relation's far endpoints, named by a variable typed after
    their most common entity type.
-   When the anchor has no edges at hop 1, when a previous hop was planned from the vocabulary (its targets are
+   When the frontier has no unwalked edges, when a previous hop was planned from the vocabulary (its targets are
    unknown), or when some label elsewhere in the graph matches the residual GLOBAL_MARGIN better than every label
-   around the frontier, the hop is planned from the graph's whole label vocabulary instead (variants: only labels
-   within GLOBAL_MARGIN of the best). A damaged graph may have lost the asked edge; such a constraint then finds no
-   (or unaligned) candidates and is recovered from passages rather than replaced by whatever relation is left.
-   A frontier of leaves (no unwalked edges after hop 1) ends the chain.
+   around the frontier, the hop is planned from the graph's label vocabulary instead (variants: only labels
+   within GLOBAL_MARGIN of the best). After a first hop, that vocabulary holds only the labels that follow the
+   previous one somewhere in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a
+   date), minus those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
+   its edges does not. Vocabulary labels are ranked with their best continuation (`_with_continuation`), which
+   puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better.
+   A damaged graph may have lost the asked edge; such a constraint then finds no (or unaligned) candidates and is
+   recovered from passages rather than replaced by whatever relation is left.
 4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
    HOP_FLOOR and no less than hop 1's score minus HOP_MARGIN / (h - 1) (a further relation that matches the question
    about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the words of the
@@ -204,6 +208,7 @@ class PlanIndex:
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
+        self._follows: tuple[np.ndarray, np.ndarray] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -213,6 +218,16 @@ class PlanIndex:
             if self._label_vectors is None:
                 self._label_vectors = self.store.encoder.encode(self.label_words)
         return self._label_vectors
+
+    @property
+    def follows(self) -> tuple[np.ndarray, np.ndarray]:
+        """labels x labels, once per store: whether a walk that reached the tails (first matrix) or the heads
+        (second) of one label's edges can go on in the same direction along another somewhere in the graph
+        (a father's father, a film's director's birthplace; not from a date to whoever else was born on it)."""
+        with self._lock:
+            if self._follows is None:
+                self._follows = _label_follows(self.store)
+        return self._follows
 
     @property
     def token_index(self) -> dict[str, list[int]]:
@@ -294,6 +309,16 @@ class PlanIndex:
         return best
 
 
+def _label_follows(store: GraphStore) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.sparse import csr_matrix
+
+    labels, n = len(store.relation_labels), store.num_entities
+    ones = np.ones(store.src.size, dtype=np.int64)
+    heads = csr_matrix((ones, (store.src, store.relation_ids)), shape=(n, labels))
+    tails = csr_matrix((ones, (store.dst, store.relation_ids)), shape=(n, labels))
+    return (tails.T @ heads).toarray() > 0, (heads.T @ tails).toarray() > 0
+
+
 def _bounded(text: str, start: int, end: int) -> bool:
     """No word character continues the match on either side."""
     before = text[start - 1] if start > 0 else " "
@@ -336,6 +361,28 @@ def anchor_mentions(index: PlanIndex, query: "Query") -> tuple[list[str], str]:
     return ([index.store.names[eid]] if eid is not None else []), plain
 
 
+def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndarray, follows: np.ndarray,
+                       hop: int, first_score: float | None, named: np.ndarray) -> np.ndarray:
+    """Vocabulary labels ranked by their own score plus that of the best other label that can follow them.
+
+    With no frontier to say which asked relation comes first ("X's mother's birthday" asks for both), the graph
+    does: nothing follows a birthday, a birthday often follows a mother. A label the hop rule would refuse ranks
+    last (at hop 1: one not within HOP_MARGIN of the best); a continuation counts only where the hop rule would
+    take it as the next hop.
+    """
+    first = sims if first_score is None else np.full(sims.shape, first_score)
+    # a first hop must be asked about nearly as much as the best label (as a second hop must be to follow it),
+    # or be named in the question word for word
+    passes = sims >= max(HOP_FLOOR, (float(sims.max()) if hop == 1 else first_score) - HOP_MARGIN / max(hop - 1, 1))
+    passes |= named
+    going = np.zeros(sims.shape)
+    if hop < MAX_HOPS:
+        onward = follows[labels] & (labels[:, None] != np.arange(everywhere.size)[None, :])
+        best = np.where(onward, everywhere[None, :], -np.inf).max(axis=1, initial=-np.inf)
+        going = np.where(best >= np.maximum(HOP_FLOOR, first - HOP_MARGIN / hop), best, 0.0)
+    return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
+
+
 def _drop_words(text: str, words: str) -> str:
     for word in tokens(words):
         text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", " ", text, flags=re.IGNORECASE)
@@ -371,6 +418,9 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
         anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
         frontier, walked, head = anchors, set(), mention
         first_score = None
+        previous: int | None = None
+        walked_labels: list[int] = []
+        arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
         for hop in range(1, MAX_HOPS + 1):
             rids, _, far = index.incident(frontier)
@@ -382,17 +432,31 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             vector = vectors[text]
             everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             labels = np.unique(store.relation_ids[rids])
-            if labels.size == 0 and hop > 1 and len(frontier):
-                break  # the chain reached leaves (dates, places): nothing further to ask
+            # Where a walk can go on at all: after `previous`, only the labels that follow it somewhere in the graph.
+            if previous is None:
+                vocabulary = np.arange(len(label_vectors))
+            else:
+                follows = np.any([m[previous] for m, on in zip(index.follows, arrived) if on], axis=0)
+                # a label already walked explains nothing new: from the vocabulary it would only repeat itself
+                follows[walked_labels] = False
+                vocabulary = np.flatnonzero(follows)
+            if labels.size == 0 and vocabulary.size == 0:
+                break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
             source = "graph"
-            if everywhere.size and (labels.size == 0 or everywhere.max() >= everywhere[labels].max() + GLOBAL_MARGIN):
+            if vocabulary.size and (labels.size == 0 or everywhere[vocabulary].max() >= everywhere[labels].max() + GLOBAL_MARGIN):
                 # The question asks for a relation the frontier does not have (the graph may have lost the edge):
                 # plan it from the whole vocabulary, so retrieval finds it unresolved and recovers it from text.
-                labels, source = np.arange(len(label_vectors)), "vocabulary"
+                labels, source = vocabulary, "vocabulary"
             if labels.size == 0:
                 break
             sims = everywhere[labels]
-            order = np.lexsort((labels, -sims))
+            rank = sims
+            if source == "vocabulary":
+                words = content_tokens(remaining)
+                named = np.array([bool(label) and label <= words
+                                  for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
+                rank = _with_continuation(sims, labels, everywhere, index.follows[0], hop, first_score, named)
+            order = np.lexsort((labels, -rank))
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
                                "score": round(score, 4), "from": source})
@@ -405,11 +469,17 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             variable = f"?{word}{used_names[word]}"
             top = order[:max(1, variants)]
             if source == "vocabulary":  # only near-synonyms: other relations would bind whatever the anchor has
-                top = [i for i in top if sims[i] >= score - GLOBAL_MARGIN]
+                top = [i for i in top if rank[i] >= rank[order[0]] - GLOBAL_MARGIN]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
             walked.update(rids[chosen].tolist())
-            frontier, head = targets, variable
+            if targets:
+                forward = store.dst[rids[chosen]] == far[chosen]
+                arrived = (bool(forward.any()), bool((~forward).any()))
+            else:
+                arrived = (True, False)
+            frontier, head, previous = targets, variable, best
+            walked_labels.append(best)
             first_score = score if first_score is None else first_score
             remaining = _drop_words(remaining, index.label_words[best]) or remaining
     answer = constraints[-1].tail if constraints else None
