@@ -306,3 +306,28 @@ def test_a_sharing_cue_supports_the_out_and_back_steps():
     assert policy().review("q", "who starred together with [Sam Okafor]", sam, walk, options, 3) == \
         Continue(0, "starred actors actor")
     assert policy().review("q", "which movies has [Sam Okafor] starred in", sam, walk, options, 3) == Stop([1])
+
+
+def test_a_role_word_for_the_anchor_supports_the_first_step_it_names():
+    # "who are the actors of the director [G]": "director" only describes G (it is G's type), so no counted word
+    # names the first step; it still names the way out of G (directed by, not written by), which makes the
+    # two-step chain through G's directing supported instead of losing to a one-step guess.
+    e = np.eye(8, dtype=np.float32)
+    table = {
+        # cosines close to those all-MiniLM-L6-v2 gives: actors~actor .84, actors~movie .54, who~actor .49
+        "actors": 0.84 * e[3] + np.sqrt(1 - 0.84**2) * e[4], "who": 0.49 * e[3] + 0.42 * e[4] + 0.76 * e[7],
+        "actor": e[3], "movie": e[4], "director": e[0], "writer": e[1],
+        "directed by": 0.6 * e[0] + 0.8 * e[5], "written by": 0.45 * e[0] + np.sqrt(1 - 0.45**2) * e[6],
+        "starred actors": 0.3 * e[3] + np.sqrt(1 - 0.3**2) * e[2],
+    }
+    schema = {"director": [("directed_by", "movie")], "writer": [("written_by", "movie")],
+              "movie": [("starred_actors", "actor"), ("directed_by", "director"), ("written_by", "writer")],
+              "actor": [("starred_actors", "movie")]}
+    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema)
+    gil = anchor("Gil Cates", "director", "writer")
+    question = "who are the actors of the director [Gil Cates]"
+    options = [TrajectoryOption("movie", 5, ["directed_by", "written_by"])]
+    assert pol.rank_trajectories("q", question, gil, options)[1] == "directed by movie"
+    hop2 = [TrajectoryOption("actor", 9, ["starred_actors"]), TrajectoryOption("writer", 2, ["written_by"])]
+    step = pol.review("q", question, gil, [hop(1, "directed_by", "movie")], hop2, 3)
+    assert isinstance(step, Continue) and hop2[step.option].type == "actor"

@@ -10,7 +10,10 @@ well its steps explain the question's content words:
             + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
-describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]") are left out.
+describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]") are left out
+of the sum; but when such a role word clearly names one relation leaving the anchor ("the director [X]": directed
+by), a first step along that relation counts as supported ("who are the actors of the director [X]" is two steps,
+though no other word names the first).
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
@@ -188,6 +191,18 @@ class OfflinePolicy:
                    if any((r, option.type) in self._schema_steps.get(t, ()) for t in from_types)]
         return sorted(typical or option.relations, key=lambda r: -affinity(r)) or [""]
 
+    def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
+        """The relation leaving the anchor's types that the question's role words for the anchor ("the director
+        [X]") clearly name (by `order_margin` over the next), if any."""
+        relations = sorted({r for t in anchor_types for r, _ in self.schema.get(t, []) if relation_words(r)})
+        if not roles or not relations:
+            return None
+        sims = (self._vector(roles) @ self._vector([relation_words(r) for r in relations]).T).max(axis=0)
+        order = np.argsort(-sims, kind="stable")
+        if len(order) > 1 and sims[order[0]] - sims[order[1]] < self.settings.order_margin:
+            return None
+        return relations[int(order[0])]
+
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
         key = (type_name, depth)
@@ -218,8 +233,13 @@ class OfflinePolicy:
         if words and anchor.types:
             kinds = self._vector([type_words(t) for t in anchor.types])
             sims = self._vector([w for w, _ in words]) @ kinds.T
-            words = [(w, d) for (w, d), s in zip(words, sims.max(axis=1))
-                     if not (d <= settings.appositive_distance and s > settings.appositive_similarity)]
+            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity)
+                    for (w, d), s in zip(words, sims.max(axis=1))]
+            roles = [w for (w, _), keep in zip(words, role) if not keep]
+            words = [item for item, keep in zip(words, role) if keep]
+        else:
+            roles = []
+        role_relation = self._role_relation(roles, anchor.types)
         word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
 
@@ -253,6 +273,8 @@ class OfflinePolicy:
                 returning = np.array([steps for steps, _ in facts]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
+                if role_relation is not None:  # "the director [X]": X's directing is the way out
+                    supported[0] |= np.array([chains[i][0][0] == role_relation for i in members])
                 total -= settings.unsupported * (~supported).any(axis=0)
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
