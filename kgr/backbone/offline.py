@@ -102,6 +102,7 @@ class OfflinePolicy:
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
+        self._last_scorer: tuple[tuple, Callable] | None = None
 
     # -- decisions ---------------------------------------------------------------------------------------------
     def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]:
@@ -223,7 +224,17 @@ class OfflinePolicy:
         return np.stack([self._vectors[t] for t in texts])
 
     def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
-        """A function scoring many chains at once for this question."""
+        """A function scoring many chains at once for this question (the last one is reused: a question's
+        ranking, confidence check and reviews all ask for the same)."""
+        key = (question, anchor.name, tuple(anchor.types))
+        last = self._last_scorer  # one read: concurrent questions may replace it
+        if last is not None and last[0] == key:
+            return last[1]
+        scorer = self._new_scorer(question, anchor)
+        self._last_scorer = (key, scorer)
+        return scorer
+
+    def _new_scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
         settings = self.settings
         words = question_words(question, anchor.name, settings.right_offset)
         sharing = sharing_cue(words)

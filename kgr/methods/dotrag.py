@@ -148,11 +148,10 @@ class DotRAG:
         settings, store = self.settings, self.store
         question = query.text
         qv = self._embed(query.plain)
-        seed_scores = store.entity_vectors @ qv
-        seeds = top_k(seed_scores, settings.seeds)
-        anchors = self._anchors(query, seeds, seed_scores)
-        options = [AnchorOption(store.names[e], store.types_of(e), named, float(seed_scores[e]))
-                   for e, named in anchors]
+        anchors = self._anchors(query, qv)
+        similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv if anchors else []
+        options = [AnchorOption(store.names[e], store.types_of(e), named, float(similarity))
+                   for (e, named), similarity in zip(anchors, similarities)]
         watch.lap("seeds")
         anchor_order = self.policy.rank_anchors(query.id, question, options)
         watch.lap("rank_anchors")
@@ -189,22 +188,29 @@ class DotRAG:
             "latency_ms": watch.total_ms,
         }
 
-    def _anchors(self, query: Query, seeds: np.ndarray, scores: np.ndarray) -> list[tuple[int, bool]]:
-        """Entities named in the question (bracketed mentions, else seed names found in it), else the top seeds."""
+    def _anchors(self, query: Query, qv: np.ndarray) -> list[tuple[int, bool]]:
+        """Entities named in the question (bracketed mentions, else seed names found in it), else the top seeds.
+
+        The global seed search (top `seeds` entities by similarity to the question) runs only when no bracketed
+        mention names an entity: the mention already is the anchor the search would find, and skipping the search
+        over every entity saves a full matrix-vector product per question.
+        """
         store = self.store
         named: list[int] = []
         for mention in query.mentions:
             named.extend(store.find(mention))
-        if not named:
-            text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
-            spans = []
-            for e in seeds.tolist():
-                name = normalize_name(re.sub(r"[^0-9A-Za-z]+", " ", store.names[e]))
-                at = text.find(f" {name} ") if name else -1
-                if at >= 0:
-                    spans.append((at, at + len(name) + 1, e))
-            named = [e for s, t, e in spans
-                     if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
+        if named:
+            return [(e, True) for e in dict.fromkeys(named)]
+        seeds = top_k(store.entity_vectors @ qv, self.settings.seeds)
+        text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
+        spans = []
+        for e in seeds.tolist():
+            name = normalize_name(re.sub(r"[^0-9A-Za-z]+", " ", store.names[e]))
+            at = text.find(f" {name} ") if name else -1
+            if at >= 0:
+                spans.append((at, at + len(name) + 1, e))
+        named = [e for s, t, e in spans
+                 if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
         if named:
             return [(e, True) for e in dict.fromkeys(named)]
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()]
