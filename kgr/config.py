@@ -73,6 +73,7 @@ class OfflineConfig:
     step_cost: float = 0.1
     unsupported: float = 1.0
     order_cost: float = 0.1
+    nearest_cost: float = 0.1  # the word nearest the mention belongs to the first step ("films acted by [X]")
     order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
     appositive_distance: int = 3
     appositive_similarity: float = 0.8

@@ -331,3 +331,20 @@ def test_a_role_word_for_the_anchor_supports_the_first_step_it_names():
     hop2 = [TrajectoryOption("actor", 9, ["starred_actors"]), TrajectoryOption("writer", 2, ["written_by"])]
     step = pol.review("q", question, gil, [hop(1, "directed_by", "movie")], hop2, 3)
     assert isinstance(step, Continue) and hop2[step.option].type == "actor"
+
+
+def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
+    # "who directed the movies written by [W]": "written" sits next to the mention, so the step it names comes
+    # first; a chain that puts it second pays `nearest_cost`, one that puts it first pays nothing.
+    from kgr.config import OfflineConfig
+
+    inner_first = (("written_by", "movie"), ("directed_by", "director"))
+    outer_first = (("directed_by", "movie"), ("written_by", "writer"))
+
+    def scores(cost: float):
+        pol = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(nearest_cost=cost))
+        return pol._scorer(TWO_HOP, WENDY)([inner_first, outer_first])
+
+    free, charged = scores(0.0), scores(0.25)
+    assert charged[0] == pytest.approx(free[0])
+    assert charged[1] == pytest.approx(free[1] - 0.25)

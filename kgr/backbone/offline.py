@@ -7,6 +7,7 @@ well its steps explain the question's content words:
 
     score = sum over words w of max over steps i of sim(w, step i)  -  step_cost * len(chain)
             - unsupported * [a step explains no word best]  -  order_cost * [order inversions]
+            - nearest_cost * [the placed word nearest the mention is not the first step's]
             + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
@@ -18,7 +19,9 @@ English nests relations outward from the mention ("the directors of the films wr
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
 `order_margin` over every other step place it (`who` fits an actor and a movie almost equally and says nothing
-about order). Words after the mention count `right_offset` farther.
+about order). Words after the mention count `right_offset` farther. The mean can hide an inverted pair ("which
+person wrote the films acted by [X]": "acted" is next to the mention, so acting is the first step), so the placed
+word nearest the mention must also belong to the first step, or the chain pays `nearest_cost`.
 Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
 relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
@@ -295,6 +298,11 @@ class OfflinePolicy:
                     means = (placed * distance[None, :, None]).sum(axis=1) / np.maximum(placed_counts, 1)
                     means = np.where(placed_counts > 0, means, np.nan)
                     total -= settings.order_cost * _inversions(means)
+                    if settings.nearest_cost:
+                        reach = np.where(placed.any(axis=0), distance[:, None], np.inf)  # words x chains
+                        nearest = reach.argmin(axis=0)
+                        misplaced = np.isfinite(reach.min(axis=0)) & ~placed[0, nearest, np.arange(len(members))]
+                        total -= settings.nearest_cost * misplaced
                     returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 if settings.typicality and self._priors:
