@@ -75,7 +75,7 @@ class OfflineConfig:
     order_cost: float = 0.1
     nearest_cost: float = 0.1  # the word nearest the mention belongs to the first step ("films acted by [X]")
     order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
-    appositive_distance: int = 3
+    appositive_distance: float = 2.5  # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
     appositive_similarity: float = 0.8
     right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
     sharing_bonus: float = 0.3

@@ -348,3 +348,16 @@ def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
     free, charged = scores(0.0), scores(0.25)
     assert charged[0] == pytest.approx(free[0])
     assert charged[1] == pytest.approx(free[1] - 0.25)
+
+
+@pytest.mark.parametrize("distance, goes_on", [(2.5, True), (3, False)])
+def test_only_words_right_by_the_mention_describe_the_anchor(distance, goes_on):
+    # In "the movies starred by [M] actors", "movies" (three words off) is the second step's type, not a role word
+    # for the movie M; within `appositive_distance` it would be dropped and the walk would stop at M's actors.
+    from kgr.config import OfflineConfig
+
+    pol = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(appositive_distance=distance))
+    question = "what genres are the movies starred by [Dead Man Down] actors"
+    options = [TrajectoryOption("movie", 7, ["starred_actors"])]
+    step = pol.review("q", question, anchor("Dead Man Down", "movie"), [hop(1, "starred_actors", "actor")], options, 3)
+    assert isinstance(step, Continue) == goes_on
