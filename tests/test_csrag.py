@@ -381,3 +381,13 @@ def test_an_entity_without_edges_is_not_taken_for_a_leaf(family):
     full = plan_question(family, query("When was Anna Berg's mother born?"))
     assert [k.relation for k in full.constraints] == ["mother", "date of birth"]
     assert "vocabulary" not in full.reason
+
+
+def test_stored_plans_are_keyed_by_the_planner_version(offline, monkeypatch):
+    # A kgr whose offline planner plans differently must not reuse the plans an older one stored.
+    from kgr.methods.runner import plan_key
+
+    before = plan_key(offline, "csrag")
+    assert plan_key(offline, "csrag") == before
+    monkeypatch.setattr(CSRAG, "plan_version", CSRAG.plan_version + 1)
+    assert plan_key(offline, "csrag") != before

@@ -25,6 +25,7 @@ from kgr.graph import normalize_name
 from kgr.errors import KgrError
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.csrag_plan import (
+    PLAN_VERSION,
     Constraint,
     Plan,
     PlanIndex,
@@ -219,6 +220,7 @@ class CSRAG:
 
     name: ClassVar[str] = "csrag"
     needs_reach: ClassVar[bool] = False
+    plan_version: ClassVar[int] = PLAN_VERSION  # stored plans of another planner version are planned again
 
     def __init__(self, context: RunContext, plans: Mapping[str, Plan | dict] | None = None):
         self.context = context

@@ -48,7 +48,7 @@ from kgr.store import GraphStore
 if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: vocabulary hops follow the graph's label succession
 MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
@@ -443,7 +443,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             if labels.size == 0 and vocabulary.size == 0:
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
             source = "graph"
-            if vocabulary.size and (labels.size == 0 or everywhere[vocabulary].max() >= everywhere[labels].max() + GLOBAL_MARGIN):
+            if vocabulary.size and (labels.size == 0
+                                    or everywhere[vocabulary].max() >= everywhere[labels].max() + GLOBAL_MARGIN):
                 # The question asks for a relation the frontier does not have (the graph may have lost the edge):
                 # plan it from the whole vocabulary, so retrieval finds it unresolved and recovers it from text.
                 labels, source = vocabulary, "vocabulary"

@@ -72,6 +72,7 @@ def plan_key(context: RunContext, method_name: str) -> str:
     section = context.config.section(method_name)
     settings = {name: section[name] for name in PLANNING_SETTINGS.get(method_name, ()) if name in section}
     settings.update({name: context.config.section(name) for name in PLANNING_SECTIONS.get(method_name, ())})
+    settings["plan_version"] = getattr(method_class(method_name), "plan_version", 1)
     return fingerprint([context.backbone, settings, context.project.upstream_ids("plan")])
 
 
