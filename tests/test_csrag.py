@@ -338,8 +338,6 @@ def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(off
     assert record.trace["constraints"][0]["constraint"]["relation"] == "spouse" and "Dui Finn" in record.passages
 
 
-
-
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
     """A small hand-made graph where some people lack the edges asked about (as in a damaged KG)."""
