@@ -21,8 +21,8 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from kgr.graph import normalize_name
 from kgr.errors import KgrError
+from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.csrag_plan import (
     PLAN_VERSION,

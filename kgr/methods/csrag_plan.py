@@ -361,6 +361,11 @@ def anchor_mentions(index: PlanIndex, query: "Query") -> tuple[list[str], str]:
     return ([index.store.names[eid]] if eid is not None else []), plain
 
 
+def _hop_floor(hop: int, first_score: float | np.ndarray) -> float | np.ndarray:
+    """The hop rule: the least score hop `hop` >= 2 may have, given hop 1's score (scalar or array)."""
+    return np.maximum(HOP_FLOOR, first_score - HOP_MARGIN / (hop - 1))
+
+
 def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndarray, follows: np.ndarray,
                        hop: int, first_score: float | None, named: np.ndarray) -> np.ndarray:
     """Vocabulary labels ranked by their own score plus that of the best other label that can follow them.
@@ -370,16 +375,15 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
     last (at hop 1: one not within HOP_MARGIN of the best); a continuation counts only where the hop rule would
     take it as the next hop.
     """
-    first = sims if first_score is None else np.full(sims.shape, first_score)
     # a first hop must be asked about nearly as much as the best label (as a second hop must be to follow it),
     # or be named in the question word for word
-    passes = sims >= max(HOP_FLOOR, (float(sims.max()) if hop == 1 else first_score) - HOP_MARGIN / max(hop - 1, 1))
-    passes |= named
+    first = sims if first_score is None else np.full(sims.shape, first_score)
+    passes = named | (sims >= _hop_floor(max(hop, 2), float(sims.max()) if first_score is None else first_score))
     going = np.zeros(sims.shape)
     if hop < MAX_HOPS:
         onward = follows[labels] & (labels[:, None] != np.arange(everywhere.size)[None, :])
         best = np.where(onward, everywhere[None, :], -np.inf).max(axis=1, initial=-np.inf)
-        going = np.where(best >= np.maximum(HOP_FLOOR, first - HOP_MARGIN / hop), best, 0.0)
+        going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
     return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
 
 
@@ -418,7 +422,6 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
         anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
         frontier, walked, head = anchors, set(), mention
         first_score = None
-        previous: int | None = None
         walked_labels: list[int] = []
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
@@ -432,11 +435,11 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             vector = vectors[text]
             everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             labels = np.unique(store.relation_ids[rids])
-            # Where a walk can go on at all: after `previous`, only the labels that follow it somewhere in the graph.
-            if previous is None:
+            # Where a walk can go on at all: after a hop, only the labels that follow its label somewhere in the graph.
+            if not walked_labels:
                 vocabulary = np.arange(len(label_vectors))
             else:
-                follows = np.any([m[previous] for m, on in zip(index.follows, arrived) if on], axis=0)
+                follows = np.any([m[walked_labels[-1]] for m, on in zip(index.follows, arrived) if on], axis=0)
                 # a label already walked explains nothing new: from the vocabulary it would only repeat itself
                 follows[walked_labels] = False
                 vocabulary = np.flatnonzero(follows)
@@ -461,7 +464,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
                                "score": round(score, 4), "from": source})
-            if hop > 1 and (score < HOP_FLOOR or score < first_score - HOP_MARGIN / (hop - 1)):
+            if hop > 1 and score < _hop_floor(hop, first_score):
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
@@ -479,7 +482,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 arrived = (bool(forward.any()), bool((~forward).any()))
             else:
                 arrived = (True, False)
-            frontier, head, previous = targets, variable, best
+            frontier, head = targets, variable
             walked_labels.append(best)
             first_score = score if first_score is None else first_score
             remaining = _drop_words(remaining, index.label_words[best]) or remaining
