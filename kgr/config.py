@@ -96,6 +96,7 @@ class CsragConfig:
     passages_first: int = 10  # K't
     passages_keep: int = 3  # Kt
     bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
+    bind_fit: float = 0.9  # ... if they have an edge matching a later constraint on it this well (cosine)
     reranker: str = ""  # a CrossEncoder name or path; empty means bi-encoder cosine
 
 

@@ -7,7 +7,9 @@ constraint's variants, contextual reranking keeps the top `rerank_top`. The pool
 size N_eff = 1/sum(p^2), p = softmax(scores / temperature), is at most `gamma`; a sufficient (resolved) constraint
 binds its variable to the far endpoints of its round(N_eff) best candidates (intersecting with earlier bindings of the
 same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
-passages (textual recovery); resolved ones contribute the passages linked to their kept triples' entities.
+passages (textual recovery); resolved ones contribute the passages linked to their kept triples' entities. A
+constraint that found no candidates at all (the graph lost the edge) binds its variable to the entities its passages
+name that fit (`CSRAG.fitting_bindings`), so the chain can go on in the graph.
 
 The pure steps (`n_eff`, `sufficient`, `bind`, `propagate`) take plain values so they can be tested without models.
 """
@@ -229,6 +231,7 @@ class CSRAG:
         self.index: PlanIndex = plan_index(self.store)
         self.plans = dict(plans or {})
         self._cross_encoder = None
+        self._role_types: dict[tuple[bytes, bool], int | None] = {}
         self._label_rows = {words: row for row, words in enumerate(self.index.label_words)}
         from kgr.methods.budget import token_counter
 
@@ -269,16 +272,17 @@ class CSRAG:
             scores = 1 / (1 + np.exp(-scores))
         return scores
 
-    def encode_variants(self, c: Constraint, query_text: str) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of the constraint's variants (graph labels reuse their stored vectors) and of `query_text`,
-        encoded in one batch."""
+    def encode_variants(self, c: Constraint, query_text: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Vectors of the constraint's variants (graph labels reuse their stored vectors) and of `query_text` when
+        given, encoded in one batch."""
         variants = list(dict.fromkeys(c.variants or [c.relation]))
         missing = [v for v in variants if v not in self._label_rows]
-        encoded = self.store.encoder.encode(missing + [query_text])
-        fresh = dict(zip(missing, encoded[:-1]))
+        texts = missing + ([query_text] if query_text is not None else [])
+        encoded = self.store.encoder.encode(texts) if texts else None
+        fresh = dict(zip(missing, encoded)) if missing else {}
         labels = self.index.label_vectors
         rows = [labels[self._label_rows[v]] if v in self._label_rows else fresh[v] for v in variants]
-        return np.stack(rows), encoded[-1]
+        return np.stack(rows), (encoded[-1] if query_text is not None else None)
 
     # -- linearization -------------------------------------------------------------------------------------------
     def _term_text(self, term: str, plan: Plan, bindings: dict[str, list[int]], anchors: dict[str, list[int]],
@@ -378,10 +382,12 @@ class CSRAG:
             return recovered[i]
 
         def named_in_passages(i: int, bound: dict[str, list[int]]) -> list[int]:
-            """Graph entities whose names occur in the constraint's recovered passages, in reading order."""
+            """Graph entities named in the constraint's recovered passages (reading order) that can go on along
+            a later constraint on the variable they would bind."""
             found = [self.index.find_names(store.passages[p][1]) for p, _ in recover(i, bound)]
-            return list(dict.fromkeys(e for spans in found for _, _, name in spans
-                                      for e in store.name_index.get(normalize_name(name), [])))
+            named = list(dict.fromkeys(e for spans in found for _, _, name in spans
+                                       for e in store.name_index.get(normalize_name(name), [])))
+            return self.fitting_bindings(named, i, plan, bound)
 
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
                                      settings.gamma, on_decided,
@@ -464,6 +470,58 @@ class CSRAG:
             timings_ms=watch.steps,
             trace=trace,
         )
+
+    def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]]) -> list[int]:
+        """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order.
+
+        A passage names many things (dates, countries, other people); binding them all would pull the later
+        constraints' pools and passages off course. An entity fits the role when it has the type most of the
+        relation's far ends have, and can go on when it has an edge (in the direction the plan walks) matching a
+        variant of a later constraint on the variable (cosine >= `bind_fit`). Kept: those that do both, else
+        those that can go on, else those that fit the role; none when no entity does either.
+        """
+        c = plan.constraints[index]
+        forward = not is_variable(c.head) or c.head in bound
+        target = c.tail if forward else c.head
+        if not eids:
+            return []
+        store = self.store
+        variants, _ = self.encode_variants(c)
+        role = self.role_type(variants, forward)
+        roles = {e for e in eids if role is not None and role in
+                 store.type_ids[store.type_indptr[e]:store.type_indptr[e + 1]].tolist()}
+        onward = [d for j, d in enumerate(plan.constraints) if j != index and target in (d.head, d.tail)]
+        going: set[int] = set()
+        if onward:
+            rids, near, _ = self.index.incident(eids)
+            labels = self.index.label_vectors[store.relation_ids[rids]]
+            for d in onward:
+                matches = (labels @ self.encode_variants(d)[0].T).max(axis=1) >= self.settings.bind_fit
+                ends = store.src[rids] if d.head == target else store.dst[rids]
+                going.update(near[matches & (ends == near)].tolist())
+        for tier in (roles & going, going, roles):
+            if tier:
+                return [e for e in eids if e in tier]
+        return []
+
+    def role_type(self, variants: np.ndarray, forward: bool) -> int | None:
+        """The type id most far ends of the edges matching `variants` have (tails when `forward`, else heads);
+        ties go to the rarer type."""
+        store = self.store
+        key = (variants.tobytes(), forward)
+        if key not in self._role_types:
+            matches = (self.index.label_vectors @ variants.T).max(axis=1) >= self.settings.bind_fit
+            edges = np.flatnonzero(matches[store.relation_ids])
+            ends = np.unique(store.dst[edges] if forward else store.src[edges])
+            spans = [store.type_ids[store.type_indptr[e]:store.type_indptr[e + 1]] for e in ends.tolist()]
+            counts = np.bincount(np.concatenate(spans), minlength=len(store.type_names)) if spans else np.zeros(0)
+            if counts.size and counts.max() > 0:
+                overall = np.bincount(store.type_ids, minlength=len(store.type_names))
+                best = np.flatnonzero(counts == counts.max())
+                self._role_types[key] = int(best[np.argmin(overall[best])])
+            else:
+                self._role_types[key] = None
+        return self._role_types[key]
 
     def _state_trace(self, state: ConstraintState, plan: Plan, recovered: dict[int, list]) -> dict[str, Any]:
         store, names = self.store, self.store.names
