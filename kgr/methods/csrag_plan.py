@@ -20,15 +20,18 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    previous one somewhere in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a
    date), minus those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
    its edges does not. Vocabulary labels are ranked with their best continuation (`_with_continuation`), which
-   puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better.
+   puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better; only a label
+   asked about nearly as much as the best (within GLOBAL_MARGIN, or named word for word) gets that lift.
    A damaged graph may have lost the asked edge; such a constraint then finds no (or unaligned) candidates and is
    recovered from passages rather than replaced by whatever relation is left.
 4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
    HOP_FLOOR and no less than hop 1's score minus HOP_MARGIN / (h - 1) (a further relation that matches the question
    about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the words of the
-   labels already used are removed from the residual, so a further hop must match a part of the question the
-   earlier ones did not explain (a label that is not literally in the question, like `father` for "paternal
-   grandfather", keeps its score and may repeat). At most MAX_HOPS hops.
+   labels already used are removed from the residual, or, when the question does not use a label's words, the one
+   word closest to it ("husband" for spouse, "paternal" for father), so a further hop must match a part of the
+   question the earlier ones did not explain; once no content word is left, the chain ends. At most MAX_HOPS hops.
+   A mention's span includes a parenthesis right after it ("Sigrid of Sweden (1566-1633)"): it names the anchor,
+   it does not ask for a date.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from kgr.store import GraphStore
 if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
-PLAN_VERSION = 2  # 2: vocabulary hops follow the graph's label succession
+PLAN_VERSION = 3  # 2: vocabulary hops follow the graph's label succession; 3: hops explain words
 MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
@@ -57,6 +60,7 @@ MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
 _CHUNK = re.compile(r"\S+")
+_PARENTHESIS = re.compile(r"\s*\([^()]*\)")
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
     "who whom whose why how with s".split()
@@ -348,17 +352,30 @@ def anchor_mentions(index: PlanIndex, query: "Query") -> tuple[list[str], str]:
         return query.mentions, " ".join(residual.split())
     found = index.find_names(plain)
     if found:
-        residual, last = [], 0
-        for s, e, _ in found:
-            residual.append(plain[last:s])
-            last = e
-        residual.append(plain[last:])
-        return [plain[s:e] for s, e, _ in found], " ".join(" ".join(residual).split())
+        return [plain[s:e] for s, e, _ in found], _without_spans(plain, [(s, e) for s, e, _ in found])
     eid = index.best_covered(plain)
     if eid is None and index.store.num_entities:
         vector = index.store.encoder.encode_query(plain)
         eid = int(np.argmax(index.store.entity_vectors @ vector))
-    return ([index.store.names[eid]] if eid is not None else []), plain
+    if eid is None:
+        return [], plain
+    name = index.store.names[eid]
+    # the words the name covers, from the first to the last, are the mention
+    wanted = content_tokens(name)
+    covered = [m for m in _WORD.finditer(plain) if m.group().casefold() in wanted]
+    spans = [(covered[0].start(), covered[-1].end())] if covered else []
+    return [name], _without_spans(plain, spans)
+
+
+def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` without the mention spans, each with the parenthesis that may follow it ("X (1566-1633)")."""
+    parts, last = [], 0
+    for start, end in spans:
+        parts.append(text[last:start])
+        follow = _PARENTHESIS.match(text, end)
+        last = follow.end() if follow else end
+    parts.append(text[last:])
+    return " ".join(" ".join(parts).split())
 
 
 def _hop_floor(hop: int, first_score: float | np.ndarray) -> float | np.ndarray:
@@ -384,7 +401,21 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
         onward = follows[labels] & (labels[:, None] != np.arange(everywhere.size)[None, :])
         best = np.where(onward, everywhere[None, :], -np.inf).max(axis=1, initial=-np.inf)
         going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
-    return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
+    # only a label asked about nearly as much as the best one may jump ahead by its continuation: "husband" in
+    # "where did X's husband die" evokes father a little, which must not put a father before the place of death
+    asked = named | (sims >= sims.max() - GLOBAL_MARGIN)
+    return np.where(passes, sims + np.where(asked, going, 0.0), sims - 2.0)  # refused labels rank last
+
+
+def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
+    """The words of `text` a hop along `label` explains: the label's own words where the text has them, else the
+    one word closest to the label ("husband" for spouse), so a further hop must match something else."""
+    present = content_tokens(text)
+    if content_tokens(label) & present:
+        return label
+    scored = [(float(word_vectors[w] @ label_vector), w) for w in present if w in word_vectors]
+    best = max(scored, default=(0.0, ""))
+    return f"{label} {best[1]}" if best[0] >= HOP_FLOOR else label
 
 
 def _drop_words(text: str, words: str) -> str:
@@ -418,6 +449,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
     hops_trace = []
     vectors: dict[str, np.ndarray] = {}
+    words = sorted(content_tokens(residual))
+    word_vectors = dict(zip(words, store.encoder.encode(words))) if words and len(label_vectors) else {}
     for mention in mentions:
         anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
         frontier, walked, head = anchors, set(), mention
@@ -426,6 +459,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
         for hop in range(1, MAX_HOPS + 1):
+            if hop > 1 and words and not content_tokens(remaining):
+                break  # the hops so far explain every word the question has
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
@@ -485,7 +520,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             frontier, head = targets, variable
             walked_labels.append(best)
             first_score = score if first_score is None else first_score
-            remaining = _drop_words(remaining, index.label_words[best]) or remaining
+            remaining = _drop_words(remaining, _explained_words(remaining, index.label_words[best],
+                                                                word_vectors, label_vectors[best])) or remaining
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
