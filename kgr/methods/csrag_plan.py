@@ -20,8 +20,8 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    previous one somewhere in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a
    date), minus those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
    its edges does not. Vocabulary labels are ranked with their best continuation (`_with_continuation`), which
-   puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better; only a label
-   asked about nearly as much as the best (within GLOBAL_MARGIN, or named word for word) gets that lift.
+   puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better (two labels
+   closest to the same word, like father and spouse to "husband", make no chain).
    A damaged graph may have lost the asked edge; such a constraint then finds no (or unaligned) candidates and is
    recovered from passages rather than replaced by whatever relation is left.
 4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
@@ -56,6 +56,7 @@ MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
 GLOBAL_MARGIN = 0.15  # a label elsewhere in the graph this much closer to the question than any around the frontier
+SYNONYM = 0.8  # a question word this close to a label names it as if it were the label's own word
 MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -213,6 +214,7 @@ class PlanIndex:
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
+        self._titles: dict[str, list[int]] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -243,6 +245,25 @@ class PlanIndex:
                         index.setdefault(token, []).append(eid)
                 self._token_index = index
         return self._token_index
+
+    @property
+    def titles(self) -> dict[str, list[int]]:
+        """Passage ids by normalized title, also without a trailing parenthesis ("Inherent Vice (film)")."""
+        with self._lock:
+            if self._titles is None:
+                titles: dict[str, list[int]] = {}
+                for pid, (title, _) in enumerate(self.store.passages):
+                    keys = {normalize_name(title), normalize_name(_PARENTHESIS.sub("", title))} - {""}
+                    for key in keys:
+                        titles.setdefault(key, []).append(pid)
+                self._titles = titles
+        return self._titles
+
+    def passages_about(self, eids) -> list[int]:
+        """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""
+        linked = self.store.entity_passages
+        found = [p for e in eids for p in [*linked.get(e, []), *self.titles.get(normalize_name(self.store.names[e]), [])]]
+        return list(dict.fromkeys(found))
 
     def incident(self, eids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rids, near, far) of every relationship touching `eids`, either direction."""
@@ -384,13 +405,15 @@ def _hop_floor(hop: int, first_score: float | np.ndarray) -> float | np.ndarray:
 
 
 def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndarray, follows: np.ndarray,
-                       hop: int, first_score: float | None, named: np.ndarray) -> np.ndarray:
+                       hop: int, first_score: float | None, named: np.ndarray, word_of: np.ndarray) -> np.ndarray:
     """Vocabulary labels ranked by their own score plus that of the best other label that can follow them.
 
     With no frontier to say which asked relation comes first ("X's mother's birthday" asks for both), the graph
     does: nothing follows a birthday, a birthday often follows a mother. A label the hop rule would refuse ranks
     last (at hop 1: one not within HOP_MARGIN of the best); a continuation counts only where the hop rule would
-    take it as the next hop.
+    take it as the next hop, and only when the two labels are closest to different words of the question
+    (`word_of`: each label's closest word, -1 for none): "husband" evokes both a father and a spouse, which makes
+    no father-then-spouse chain.
     """
     # a first hop must be asked about nearly as much as the best label (as a second hop must be to follow it),
     # or be named in the question word for word
@@ -399,12 +422,10 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
     going = np.zeros(sims.shape)
     if hop < MAX_HOPS:
         onward = follows[labels] & (labels[:, None] != np.arange(everywhere.size)[None, :])
+        onward &= (word_of[labels][:, None] != word_of[None, :]) | (word_of[None, :] < 0)
         best = np.where(onward, everywhere[None, :], -np.inf).max(axis=1, initial=-np.inf)
         going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
-    # only a label asked about nearly as much as the best one may jump ahead by its continuation: "husband" in
-    # "where did X's husband die" evokes father a little, which must not put a father before the place of death
-    asked = named | (sims >= sims.max() - GLOBAL_MARGIN)
-    return np.where(passes, sims + np.where(asked, going, 0.0), sims - 2.0)  # refused labels rank last
+    return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
 
 
 def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
@@ -416,6 +437,14 @@ def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray],
     scored = [(float(word_vectors[w] @ label_vector), w) for w in present if w in word_vectors]
     best = max(scored, default=(0.0, ""))
     return f"{label} {best[1]}" if best[0] >= HOP_FLOOR else label
+
+
+def _closest_words(text: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray) -> np.ndarray:
+    """For each label, the index of the word of `text` closest to it (-1 when `text` has no embedded word)."""
+    present = sorted(w for w in content_tokens(text) if w in word_vectors)
+    if not present:
+        return np.full(len(label_vectors), -1)
+    return np.argmax(np.stack([word_vectors[w] for w in present]) @ label_vectors.T, axis=0)
 
 
 def _drop_words(text: str, words: str) -> str:
@@ -449,8 +478,9 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
     hops_trace = []
     vectors: dict[str, np.ndarray] = {}
-    words = sorted(content_tokens(residual))
-    word_vectors = dict(zip(words, store.encoder.encode(words))) if words and len(label_vectors) else {}
+    question_words = sorted(content_tokens(residual))
+    word_vectors = dict(zip(question_words, store.encoder.encode(question_words))) \
+        if question_words and len(label_vectors) else {}
     for mention in mentions:
         anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
         frontier, walked, head = anchors, set(), mention
@@ -459,7 +489,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
         for hop in range(1, MAX_HOPS + 1):
-            if hop > 1 and words and not content_tokens(remaining):
+            if hop > 1 and question_words and not content_tokens(remaining):
                 break  # the hops so far explain every word the question has
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
@@ -491,10 +521,14 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             sims = everywhere[labels]
             rank = sims
             if source == "vocabulary":
-                words = content_tokens(remaining)
-                named = np.array([bool(label) and label <= words
+                present = content_tokens(remaining)
+                named = np.array([bool(label) and label <= present
                                   for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
-                rank = _with_continuation(sims, labels, everywhere, index.follows[0], hop, first_score, named)
+                vectors_present = [word_vectors[w] for w in sorted(present) if w in word_vectors]
+                if vectors_present:  # or by a synonym: "husband" names the spouse relation
+                    named |= (np.stack(vectors_present) @ label_vectors[labels].T).max(axis=0) >= SYNONYM
+                rank = _with_continuation(sims, labels, everywhere, index.follows[0], hop, first_score, named,
+                                          _closest_words(remaining, word_vectors, label_vectors))
             order = np.lexsort((labels, -rank))
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
