@@ -90,6 +90,7 @@ class CsragConfig:
     variants: int = 3  # m relation variants per constraint
     anchor_matches: int = 3
     align_top: int = 20  # R
+    min_align: float = 0.5  # candidates whose relation is less like every variant than this are not in the pool
     rerank_top: int = 5  # Ks
     gamma: float = 2.0
     temperature: float = 0.1

@@ -338,8 +338,9 @@ def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(off
     assert record.trace["constraints"][0]["constraint"]["relation"] == "spouse" and "Dui Finn" in record.passages
 
 
-def graph_context(root: Path, triples: list[tuple[str, str, str]]):
-    """A retrieve RunContext over a project ingested from `triples` under `root` (yields; closes the project)."""
+def graph_context(root: Path, triples: list[tuple[str, str, str]], passages: dict[str, str] | None = None):
+    """A retrieve RunContext over a project ingested from `triples` (and `passages`, title -> text) under `root`
+    (yields; closes the project)."""
     from kgr.ingest.stage import IngestOptions, run_ingest
     from kgr.methods.base import RunContext
     from kgr.project import Project
@@ -348,8 +349,12 @@ def graph_context(root: Path, triples: list[tuple[str, str, str]]):
     path = root / "triples.jsonl"
     path.write_text("".join(json.dumps({"subject": h, "relation": r, "object": t}) + "\n" for h, r, t in triples),
                     encoding="utf-8")
+    corpus = []
+    if passages:
+        corpus = [root / "corpus.json"]
+        corpus[0].write_text(json.dumps([{"title": t, "text": x} for t, x in passages.items()]), encoding="utf-8")
     with Project.open(root / "project", write=True, create=True) as project:
-        run_ingest(project, IngestOptions([path]))
+        run_ingest(project, IngestOptions([path], passages=corpus))
     with Project.open(root / "project") as project:
         yield RunContext(project, project.config, GraphStore(project), stage="retrieve")
 
@@ -406,7 +411,11 @@ def household(tmp_path_factory):
         ("Film A", "director", "Don Medford"), ("Don Medford", "date of death", "12 December 2012"),
         ("Film B", "director", "Tim Dir"), ("Film B", "publication date", "1971"),
         ("Film B", "country of origin", "American"), ("Sid Poit", "date of death", "6 January 2022"),
-        ("Film C", "publication date", "1971")])
+        ("Film C", "publication date", "1971")], passages={
+        "Tim Dir": "Tim Dir was an American film director and editor, born in 1930.",
+        "Jack Shea (director)": "Jack Shea was a film director who died in 2013.",
+        "Film C (1971 film)": "Film C is a 1971 American drama film directed by Don Medford, starring Sid Poit.",
+        "Hanna Iske": "Hanna Iske (4 April 1901) was a painter."})
 
 
 @pytest.mark.parametrize("question", ["Where did Hanna Iske's husband die?",
@@ -446,3 +455,20 @@ def test_passage_bindings_keep_the_entities_the_plan_can_use(household):
     last = Plan("Who directed Film C?", [Constraint("Film C", "director", "?director", ["director"])])
     kept = method.fitting_bindings([eid["1971"], eid["Tim Dir"], eid["Don Medford"]], 0, last, {})
     assert [household.store.names[e] for e in kept] == ["Tim Dir", "Don Medford"]
+
+
+def test_a_lost_edge_is_recovered_from_the_passage_about_its_source(household):
+    # Film C has no director edge. Its own passage (titled "Film C (1971 film)") states it, though passages about
+    # other directors match "Film C director" at least as well; of the names it gives, the director who has a
+    # date of death binds the variable, and the chain ends in the graph.
+    from kgr.methods.csrag_plan import plan_index
+
+    index = plan_index(household.store)
+    titles = [household.store.passages[p][0] for p in index.passages_about(household.store.find("Film C"))]
+    assert titles == ["Film C (1971 film)"]
+    record = CSRAG(household).retrieve(query("When did the director of Film C die?"))
+    first, second = record.trace["constraints"]
+    assert first["decision"] == "unresolved" and first["passages"][0]["title"] == "Film C (1971 film)"
+    assert first["bound"] == ["Don Medford"]
+    assert second["decision"] == "resolved" and second["bound"] == ["12 December 2012"]
+    assert "12 December 2012" in record.context

@@ -352,6 +352,7 @@ class CSRAG:
             variant_vectors, qc_vector = self.encode_variants(c, qc_text)
             align_all = (self.index.label_vectors[store.relation_ids[rids]] @ variant_vectors.T).max(axis=1)
             keep = top_k(align_all, settings.align_top)
+            keep = keep[align_all[keep] >= settings.min_align]  # an edge of another relation answers nothing asked
             aligned_out.update(far[np.setdiff1d(np.arange(rids.size), keep)].tolist())
             rids, near, far, align = rids[keep], near[keep], far[keep], align_all[keep]
             texts = [store.relationship_texts[r] for r in rids.tolist()] if settings.reranker.strip() else \
@@ -368,18 +369,31 @@ class CSRAG:
         recovered: dict[int, list[tuple[int, float]]] = {}  # constraint -> (passage, score), best first
 
         def recover(i: int, bound: dict[str, list[int]]) -> list[tuple[int, float]]:
-            """Textual recovery: top K't passages by similarity to the linearized constraint, reranked, keep Kt."""
+            """Textual recovery: the passages about the constraint's source entities (where a lost edge is most
+            likely stated), then the top K't passages by similarity to the linearized constraint, reranked, keep Kt."""
             if i not in recovered:
                 text = self.linearize(i, plan, bound, anchors)
                 qc_text = f"{plain} | {text}"
                 first_vec, qc_vec = store.encoder.encode([text, qc_text])
-                first = top_k(store.passage_vectors @ first_vec, settings.passages_first)
+                about = self.index.passages_about(source_entities(i, bound))[:settings.passages_keep]
+                first = top_k(store.passage_vectors @ first_vec, settings.passages_first + len(about))
+                first = np.array(about + [p for p in first.tolist() if p not in about], dtype=np.int64)
                 texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \
                     if settings.reranker.strip() else [""] * first.size
-                scores = self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first])
-                keep = top_k(np.asarray(scores, dtype=np.float64), settings.passages_keep)
-                recovered[i] = [(int(first[j]), float(scores[j])) for j in keep.tolist()]
+                scores = np.asarray(self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first]), dtype=np.float64)
+                keep = top_k(scores[len(about):], settings.passages_keep) + len(about)
+                recovered[i] = [(int(first[j]), float(scores[j])) for j in [*range(len(about)), *keep.tolist()]]
             return recovered[i]
+
+        def source_entities(i: int, bound: dict[str, list[int]]) -> list[int]:
+            """The entities constraint `i` is retrieved from (as `propagate` orients it); none while blocked."""
+            c = plan.constraints[i]
+            for term in (c.head, c.tail):
+                if not is_variable(term):
+                    return anchors.get(term, [])
+                if term in bound:
+                    return bound[term]
+            return []
 
         def named_in_passages(i: int, bound: dict[str, list[int]]) -> list[int]:
             """Graph entities named in the constraint's recovered passages (reading order) that can go on along
