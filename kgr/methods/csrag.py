@@ -494,11 +494,11 @@ class CSRAG:
         variant of a later constraint on the variable (cosine >= `bind_fit`). Kept: those that do both, else
         those that can go on, else those that fit the role; none when no entity does either.
         """
+        if not eids:
+            return []
         c = plan.constraints[index]
         forward = not is_variable(c.head) or c.head in bound
         target = c.tail if forward else c.head
-        if not eids:
-            return []
         store = self.store
         variants, _ = self.encode_variants(c)
         role = self.role_type(variants, forward)

@@ -261,8 +261,8 @@ class PlanIndex:
 
     def passages_about(self, eids) -> list[int]:
         """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""
-        linked = self.store.entity_passages
-        found = [p for e in eids for p in [*linked.get(e, []), *self.titles.get(normalize_name(self.store.names[e]), [])]]
+        linked, names = self.store.entity_passages, self.store.names
+        found = [p for e in eids for p in [*linked.get(e, []), *self.titles.get(normalize_name(names[e]), [])]]
         return list(dict.fromkeys(found))
 
     def incident(self, eids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -439,12 +439,12 @@ def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray],
     return f"{label} {best[1]}" if best[0] >= HOP_FLOOR else label
 
 
-def _closest_words(text: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray) -> np.ndarray:
-    """For each label, the index of the word of `text` closest to it (-1 when `text` has no embedded word)."""
+def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray) -> np.ndarray:
+    """Cosines of the embedded content words of `text` (rows) to every label (columns)."""
     present = sorted(w for w in content_tokens(text) if w in word_vectors)
     if not present:
-        return np.full(len(label_vectors), -1)
-    return np.argmax(np.stack([word_vectors[w] for w in present]) @ label_vectors.T, axis=0)
+        return np.zeros((0, len(label_vectors)))
+    return np.stack([word_vectors[w] for w in present]) @ label_vectors.T
 
 
 def _drop_words(text: str, words: str) -> str:
@@ -522,13 +522,14 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rank = sims
             if source == "vocabulary":
                 present = content_tokens(remaining)
+                cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
+                # named word for word, or by a synonym ("husband" names the spouse relation)
                 named = np.array([bool(label) and label <= present
                                   for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
-                vectors_present = [word_vectors[w] for w in sorted(present) if w in word_vectors]
-                if vectors_present:  # or by a synonym: "husband" names the spouse relation
-                    named |= (np.stack(vectors_present) @ label_vectors[labels].T).max(axis=0) >= SYNONYM
+                named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
+                word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows[0], hop, first_score, named,
-                                          _closest_words(remaining, word_vectors, label_vectors))
+                                          word_of)
             order = np.lexsort((labels, -rank))
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
