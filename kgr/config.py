@@ -77,6 +77,7 @@ class OfflineConfig:
     order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
     appositive_distance: float = 2.5  # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
     appositive_similarity: float = 0.8
+    role_bonus: float = 0.05  # chains leaving the anchor by the relation of its role ("co-directors of [X]")
     right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
     sharing_bonus: float = 0.3
     return_prior: float = 0.02  # breaks ties toward going back out along the relation just taken

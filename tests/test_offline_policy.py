@@ -333,6 +333,25 @@ def test_a_role_word_for_the_anchor_supports_the_first_step_it_names():
     assert isinstance(step, Continue) and hop2[step.option].type == "actor"
 
 
+def test_a_role_word_names_the_way_out_of_the_type_it_describes():
+    # "scribe" describes W as a writer (close to the type) though its words lie nearer "directed by" than "written
+    # by": the role's relation is the writer type's most frequent way out. In "who are fellow scribes of [W]" the
+    # two out-and-back chains explain the words alike; leaving W by its role's relation breaks the tie.
+    e = np.eye(8, dtype=np.float32)
+    table = {"scribe": 0.9 * e[1] + np.sqrt(1 - 0.9**2) * e[5], "fellow": e[7], "who": e[6],
+             "director": e[0], "writer": e[1], "movie": e[4],
+             "directed by": e[5], "written by": 0.3 * e[1] + np.sqrt(1 - 0.3**2) * e[2]}
+    schema = {"director": [("directed_by", "movie")], "writer": [("written_by", "movie"), ("directed_by", "movie")],
+              "movie": [("directed_by", "director"), ("written_by", "writer")]}
+    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema)
+    assert pol._role_relation(["scribe"], ["director", "writer"]) == "written_by"
+    wendy = anchor("Wendy Ode", "director", "writer")
+    scorer = pol._scorer("who are fellow scribe of [Wendy Ode]", wendy)
+    by_role, other = scorer([(("written_by", "movie"), ("written_by", "writer")),
+                             (("directed_by", "movie"), ("directed_by", "director"))])
+    assert by_role == pytest.approx(other + pol.settings.role_bonus)
+
+
 def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
     # "who directed the movies written by [W]": "written" sits next to the mention, so the step it names comes
     # first; a chain that puts it second pays `nearest_cost`, one that puts it first pays nothing.

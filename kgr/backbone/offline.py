@@ -196,16 +196,13 @@ class OfflinePolicy:
         return sorted(typical or option.relations, key=lambda r: -affinity(r)) or [""]
 
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
-        """The relation leaving the anchor's types that the question's role words for the anchor ("the director
-        [X]") clearly name (by `order_margin` over the next), if any."""
-        relations = sorted({r for t in anchor_types for r, _ in self.schema.get(t, []) if relation_words(r)})
-        if not roles or not relations:
+        """The relation of the anchor's role in the question ("the director [X]"): the most frequent way out of
+        the anchor type its role words name (role words are those close to one of the anchor's types)."""
+        if not roles or not anchor_types:
             return None
-        sims = (self._vector(roles) @ self._vector([relation_words(r) for r in relations]).T).max(axis=0)
-        order = np.argsort(-sims, kind="stable")
-        if len(order) > 1 and sims[order[0]] - sims[order[1]] < self.settings.order_margin:
-            return None
-        return relations[int(order[0])]
+        kinds = self._vector([type_words(t) for t in anchor_types])
+        role_type = anchor_types[int(np.argmax((self._vector(roles) @ kinds.T).max(axis=0)))]
+        return next((r for r, _ in self.schema.get(role_type, []) if relation_words(r)), None)
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
@@ -288,7 +285,9 @@ class OfflinePolicy:
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
                 if role_relation is not None:  # "the director [X]": X's directing is the way out
-                    supported[0] |= np.array([chains[i][0][0] == role_relation for i in members])
+                    leaves_by_role = np.array([chains[i][0][0] == role_relation for i in members])
+                    supported[0] |= leaves_by_role
+                    total += settings.role_bonus * leaves_by_role
                 total -= settings.unsupported * (~supported).any(axis=0)
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
