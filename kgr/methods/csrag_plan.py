@@ -17,8 +17,9 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    unknown), or when some label elsewhere in the graph matches the residual GLOBAL_MARGIN better than every label
    around the frontier, the hop is planned from the graph's label vocabulary instead (variants: only labels
    within GLOBAL_MARGIN of the best). After a first hop, that vocabulary holds only the labels that follow the
-   previous one somewhere in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a
-   date), minus those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
+   previous one in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a date; at
+   least FOLLOW_MIN_EDGES edges and FOLLOW_MIN_SHARE of the previous label's, so stray edges do not count), minus
+   those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
    its edges does not. Vocabulary labels are ranked with their best continuation (`_with_continuation`), which
    puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better (two labels
    closest to the same word, like father and spouse to "husband", make no chain).
@@ -51,12 +52,14 @@ from kgr.store import GraphStore
 if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
-PLAN_VERSION = 3  # 2: vocabulary hops follow the graph's label succession; 3: hops explain words
+PLAN_VERSION = 4  # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows
 MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
 GLOBAL_MARGIN = 0.15  # a label elsewhere in the graph this much closer to the question than any around the frontier
 SYNONYM = 0.8  # a question word this close to a label names it as if it were the label's own word
+FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the other's edges lead on along it
+FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -341,7 +344,15 @@ def _label_follows(store: GraphStore) -> tuple[np.ndarray, np.ndarray]:
     ones = np.ones(store.src.size, dtype=np.int64)
     heads = csr_matrix((ones, (store.src, store.relation_ids)), shape=(n, labels))
     tails = csr_matrix((ones, (store.dst, store.relation_ids)), shape=(n, labels))
-    return (tails.T @ heads).toarray() > 0, (heads.T @ tails).toarray() > 0
+    edges = np.bincount(store.relation_ids, minlength=labels)[:, None]
+
+    def often(arrived, leaving) -> np.ndarray:
+        # edges of a label whose far end has an edge of the other label: one stray edge (a place with a spouse)
+        # is noise, not a way the graph goes on
+        count = (arrived.T @ (leaving > 0).astype(np.int64)).toarray()
+        return (count >= FOLLOW_MIN_EDGES) & (count >= FOLLOW_MIN_SHARE * edges)
+
+    return often(tails, heads), often(heads, tails)
 
 
 def _bounded(text: str, start: int, end: int) -> bool:
