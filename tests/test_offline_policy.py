@@ -335,8 +335,8 @@ def test_a_role_word_for_the_anchor_supports_the_first_step_it_names():
 
 def test_a_role_word_names_the_way_out_of_the_type_it_describes():
     # "scribe" describes W as a writer (close to the type) though its words lie nearer "directed by" than "written
-    # by": the role's relation is the writer type's most frequent way out. In "who are fellow scribes of [W]" the
-    # two out-and-back chains explain the words alike; leaving W by its role's relation breaks the tie.
+    # by": the role's relation is the writer type's most frequent way out. In "who are fellow to the scribe [W]"
+    # the two out-and-back chains explain the words alike; leaving W by its role's relation breaks the tie.
     e = np.eye(8, dtype=np.float32)
     table = {"scribe": 0.9 * e[1] + np.sqrt(1 - 0.9**2) * e[5], "fellow": e[7], "who": e[6],
              "director": e[0], "writer": e[1], "movie": e[4],
@@ -346,10 +346,19 @@ def test_a_role_word_names_the_way_out_of_the_type_it_describes():
     pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema)
     assert pol._role_relation(["scribe"], ["director", "writer"]) == "written_by"
     wendy = anchor("Wendy Ode", "director", "writer")
-    scorer = pol._scorer("who are fellow scribe of [Wendy Ode]", wendy)
+    scorer = pol._scorer("who are fellow to the scribe [Wendy Ode]", wendy)
     by_role, other = scorer([(("written_by", "movie"), ("written_by", "writer")),
                              (("directed_by", "movie"), ("directed_by", "director"))])
     assert by_role == pytest.approx(other + pol.settings.role_bonus)
+
+
+def test_a_noun_of_the_mention_is_asked_for_not_a_role():
+    # "the director [W]" describes W; "director of [W] written movies" asks for the director of W's movies, even
+    # though W, who also directs, has the type the word names.
+    wendy = anchor("Wendy Ode", "director", "writer")
+    scorer = policy()._scorer("who is listed as director of [Wendy Ode] written movies", wendy)
+    two_steps, one_step = scorer([(("written_by", "movie"), ("directed_by", "director")), (("written_by", "movie"),)])
+    assert two_steps > one_step
 
 
 def test_the_word_nearest_the_mention_must_belong_to_the_first_step():

@@ -52,6 +52,7 @@ STOP_WORDS = frozenset(
 )
 
 # English cues that the answer is reached through something it shares with the anchor.
+_OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")  # "co-directors of [X]": X is one too
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
@@ -244,7 +245,10 @@ class OfflinePolicy:
         if words and anchor.types:
             kinds = self._vector([type_words(t) for t in anchor.types])
             sims = self._vector([w for w, _ in words]) @ kinds.T
-            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity)
+            # "the director [X]" describes X; "director of [X]" asks for X's director
+            owned_by_mention = {m.group(1).lower() for m in _OF_MENTION.finditer(question)}
+            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
+                         and w not in owned_by_mention)
                     for (w, d), s in zip(words, sims.max(axis=1))]
             roles = [w for (w, _), keep in zip(words, role) if not keep]
             words = [item for item, keep in zip(words, role) if keep]
