@@ -11,10 +11,11 @@ well its steps explain the question's content words:
             + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
-describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]") are left out
-of the sum; but when such a role word clearly names one relation leaving the anchor ("the director [X]": directed
-by), a first step along that relation counts as supported ("who are the actors of the director [X]" is two steps,
-though no other word names the first).
+describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]"; not a noun
+joined to it by "of", as in "director of [X]", which asks for X's director) are left out of the sum; such a role
+word names the anchor's way out, the most frequent relation leaving the type it describes ("the director [X]":
+directed by), so a first step along that relation counts as supported ("who are the actors of the director [X]"
+is two steps, though no other word names the first) and gets `role_bonus`.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
@@ -51,8 +52,9 @@ STOP_WORDS = frozenset(
     "any some can could would should will shall may might has have had about into than then so such".split()
 )
 
+# "director of [X]": a noun joined to the mention by "of" (a co- noun keeps describing X: "co-directors of [X]")
+_OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
 # English cues that the answer is reached through something it shares with the anchor.
-_OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")  # "co-directors of [X]": X is one too
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
