@@ -39,8 +39,8 @@ from kgr.methods.csrag_plan import (
 from kgr.methods.records import RetrievalRecord
 
 __all__ = [
-    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "plan_question", "propagate", "softmax",
-    "sufficient",
+    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "orient", "plan_question", "propagate",
+    "softmax", "sufficient",
 ]
 
 
@@ -102,6 +102,16 @@ def bind(pool: Sequence[Candidate], value: float) -> list[int]:
     return list(dict.fromkeys(c.far for c in pool[:count]))
 
 
+def orient(c: Constraint, bound: Mapping[str, Sequence[int]]) -> tuple[str, str] | None:
+    """(source, target) of a constraint: from its head when the head is known (an entity mention or a bound
+    variable), else from its tail when that is known; None while neither is."""
+    if not is_variable(c.head) or c.head in bound:
+        return c.head, c.tail
+    if not is_variable(c.tail) or c.tail in bound:
+        return c.tail, c.head
+    return None
+
+
 def propagate(
     constraints: Sequence[Constraint],
     anchors: Mapping[str, Sequence[int]],
@@ -129,16 +139,6 @@ def propagate(
     binders: dict[str, list[int]] = {}
     dead: set[str] = set()
 
-    def known(term: str) -> bool:
-        return (not is_variable(term)) or term in bindings
-
-    def orient(c: Constraint) -> tuple[str, str] | None:
-        if known(c.head):
-            return c.head, c.tail
-        if known(c.tail):
-            return c.tail, c.head
-        return None
-
     def settled(term: str, pending: list[int]) -> bool:
         """No pending constraint still to bind `term` from an entity mention."""
         return all(
@@ -154,7 +154,7 @@ def propagate(
         pending = [i for i, s in enumerate(states) if s.status == "pending"]
         ready = []
         for i in pending:
-            oriented = orient(constraints[i])
+            oriented = orient(constraints[i], bindings)
             if oriented is None:
                 continue
             source = oriented[0]
@@ -386,14 +386,11 @@ class CSRAG:
             return recovered[i]
 
         def source_entities(i: int, bound: dict[str, list[int]]) -> list[int]:
-            """The entities constraint `i` is retrieved from (as `propagate` orients it); none while blocked."""
-            c = plan.constraints[i]
-            for term in (c.head, c.tail):
-                if not is_variable(term):
-                    return anchors.get(term, [])
-                if term in bound:
-                    return bound[term]
-            return []
+            """The entities constraint `i` is retrieved from; none while blocked."""
+            oriented = orient(plan.constraints[i], bound)
+            if oriented is None:
+                return []
+            return bound[oriented[0]] if is_variable(oriented[0]) else anchors.get(oriented[0], [])
 
         def named_in_passages(i: int, bound: dict[str, list[int]]) -> list[int]:
             """Graph entities named in the constraint's recovered passages (reading order) that can go on along
@@ -497,8 +494,8 @@ class CSRAG:
         if not eids:
             return []
         c = plan.constraints[index]
-        forward = not is_variable(c.head) or c.head in bound
-        target = c.tail if forward else c.head
+        source, target = orient(c, bound) or (c.tail, c.head)
+        forward = source == c.head
         store = self.store
         variants, _ = self.encode_variants(c)
         role = self.role_type(variants, forward)

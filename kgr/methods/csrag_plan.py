@@ -251,13 +251,14 @@ class PlanIndex:
 
     @property
     def titles(self) -> dict[str, list[int]]:
-        """Passage ids by normalized title, also without a trailing parenthesis ("Inherent Vice (film)")."""
+        """Passage ids by normalized title without its parenthesis ("Inherent Vice (film)" -> "inherent vice");
+        exact titles are linked to entities at ingest (`store.entity_passages`)."""
         with self._lock:
             if self._titles is None:
                 titles: dict[str, list[int]] = {}
                 for pid, (title, _) in enumerate(self.store.passages):
-                    keys = {normalize_name(title), normalize_name(_PARENTHESIS.sub("", title))} - {""}
-                    for key in keys:
+                    key = normalize_name(_PARENTHESIS.sub("", title))
+                    if key:
                         titles.setdefault(key, []).append(pid)
                 self._titles = titles
         return self._titles
@@ -442,20 +443,22 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
 def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
     """The words of `text` a hop along `label` explains: the label's own words where the text has them, else the
     one word closest to the label ("husband" for spouse), so a further hop must match something else."""
-    present = content_tokens(text)
-    if content_tokens(label) & present:
+    if content_tokens(label) & content_tokens(text):
         return label
-    scored = [(float(word_vectors[w] @ label_vector), w) for w in present if w in word_vectors]
-    best = max(scored, default=(0.0, ""))
-    return f"{label} {best[1]}" if best[0] >= HOP_FLOOR else label
+    words, cosines = _word_label_cosines(text, word_vectors, label_vector[None, :])
+    if not words:
+        return label
+    best = int(np.argmax(cosines[:, 0]))
+    return f"{label} {words[best]}" if cosines[best, 0] >= HOP_FLOOR else label
 
 
-def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray) -> np.ndarray:
-    """Cosines of the embedded content words of `text` (rows) to every label (columns)."""
+def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray],
+                        label_vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The embedded content words of `text` (sorted) and their cosines (rows) to every label (columns)."""
     present = sorted(w for w in content_tokens(text) if w in word_vectors)
     if not present:
-        return np.zeros((0, len(label_vectors)))
-    return np.stack([word_vectors[w] for w in present]) @ label_vectors.T
+        return [], np.zeros((0, len(label_vectors)))
+    return present, np.stack([word_vectors[w] for w in present]) @ label_vectors.T
 
 
 def _drop_words(text: str, words: str) -> str:
@@ -488,10 +491,12 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     used_names: Counter[str] = Counter()
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
     hops_trace = []
-    vectors: dict[str, np.ndarray] = {}
-    question_words = sorted(content_tokens(residual))
-    word_vectors = dict(zip(question_words, store.encoder.encode(question_words))) \
-        if question_words and len(label_vectors) else {}
+    # the residual and its words (for the labels they name) in one encoder call
+    question_words = sorted(content_tokens(residual)) if mentions and len(label_vectors) else []
+    first_text = residual or query.plain
+    encoded = store.encoder.encode([first_text, *question_words]) if mentions else np.zeros((0, 1))
+    vectors: dict[str, np.ndarray] = {first_text: encoded[0]} if mentions else {}
+    word_vectors = dict(zip(question_words, encoded[1:]))
     for mention in mentions:
         anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
         frontier, walked, head = anchors, set(), mention
@@ -533,7 +538,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rank = sims
             if source == "vocabulary":
                 present = content_tokens(remaining)
-                cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
+                _, cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
                 # named word for word, or by a synonym ("husband" names the spouse relation)
                 named = np.array([bool(label) and label <= present
                                   for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
