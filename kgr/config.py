@@ -56,6 +56,7 @@ class DotragConfig:
     trajectories: int = 3  # k_tau
     hedge_trajectories: int = 5  # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper)
     search_top: int = 40  # ks
+    search_per_entity: bool = True  # ks per frontier entity: a hub's fan-out cannot crowd out others'; False = per hop
     min_similarity: float = 0.30
     relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
     label_margin: float = 0.05  # keep relations whose label is within this of the best label match; 0 = off (paper)
@@ -76,7 +77,7 @@ class OfflineConfig:
     nearest_cost: float = 0.1  # the word nearest the mention belongs to the first step ("films acted by [X]")
     order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
     appositive_distance: float = 2.5  # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
-    appositive_similarity: float = 0.8
+    appositive_similarity: float = 0.7  # "the screenwriter [X]" (0.74 to writer) describes a writer X
     role_bonus: float = 0.05  # chains leaving the anchor by the relation of its role ("co-directors of [X]")
     right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
     sharing_bonus: float = 0.3

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from kgr.config import load_config
-from kgr.methods.base import Query, RunContext
+from kgr.methods.base import Query, RunContext, top_k_per_group
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
 from kgr.methods.dotrag import DotRAG, step_counts, step_priors, type_schema
@@ -295,17 +295,41 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     graph = plain.store
     rids = np.arange(len(graph.src), dtype=np.int64)
     query = "written by writer"
-    _, text_sims = plain._select(rids, query)
-    _, sims = blended._select(rids, query)
+    near = graph.src[rids]
+    _, text_sims = plain._select(rids, query, near)
+    _, sims = blended._select(rids, query, near)
     label_vectors = graph.encoder.encode([relation_words(label) for label in graph.relation_labels])
     label_sims = (label_vectors @ graph.encoder.encode_query(query))[graph.relation_ids[rids]]
     np.testing.assert_allclose(sims, 0.7 * text_sims + 0.3 * label_sims, atol=1e-5)
     # a floor the relationship texts alone miss is cleared by the triples of the asked relation
     floor = float(np.sort(text_sims[graph.relation_ids[rids] == graph.relation_labels.index("written_by")])[-1]) + 0.01
     strict_plain, strict_blended = (dotrag(label_weight=w, label_margin=0, min_similarity=floor) for w in (0, 0.3))
-    assert not len(strict_plain._select(rids, query)[0])
-    kept = strict_blended._select(rids, query)[0]
+    assert not len(strict_plain._select(rids, query, near)[0])
+    kept = strict_blended._select(rids, query, near)[0]
     assert len(kept) and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
+
+
+def test_top_k_per_group_keeps_the_best_of_each_group_best_first():
+    scores = np.array([0.9, 0.1, 0.8, 0.7, 0.3, 0.3, 0.2])
+    groups = np.array([1, 1, 1, 2, 2, 2, 3])
+    assert top_k_per_group(scores, groups, 2).tolist() == [0, 2, 3, 4, 6]  # a tie goes to the lower index
+    assert top_k_per_group(scores, groups, 1).tolist() == [0, 3, 6]
+    assert not len(top_k_per_group(scores, groups, 0))
+
+
+@pytest.mark.parametrize("per_entity", [True, False])
+def test_search_keeps_ks_per_frontier_entity_or_per_hop(dotrag, per_entity):
+    # The 13 acting relationships, searched as one hop out of the 8 movies: with ks = 1 per entity every movie keeps
+    # its best one (a popular movie's cast cannot crowd out another's); per hop only one is kept in all.
+    method = dotrag(search_top=1, search_per_entity=per_entity, label_margin=0)
+    graph = method.store
+    rids = np.flatnonzero(graph.relation_ids == graph.relation_labels.index("starred_actors")).astype(np.int64)
+    near = graph.src[rids]
+    kept, sims = method._select(rids, "starred actors actor", near)
+    assert len(rids) == 13
+    assert sorted(near[kept].tolist()) == (sorted(set(near.tolist())) if per_entity else near[kept].tolist())
+    assert len(kept) == (8 if per_entity else 1)
+    assert np.all(np.diff(sims[kept]) <= 0)
 
 
 def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query(dotrag):

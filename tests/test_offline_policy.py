@@ -352,6 +352,29 @@ def test_a_role_word_names_the_way_out_of_the_type_it_describes():
     assert by_role == pytest.approx(other + pol.settings.role_bonus)
 
 
+@pytest.mark.parametrize("threshold, to_actors", [(0.7, True), (0.8, False)])
+def test_a_role_noun_counts_from_appositive_similarity(threshold, to_actors):
+    # "who are the actors of the screenwriter [S]": all-MiniLM-L6-v2 puts "screenwriter" 0.74 from the type writer
+    # and 0.62 from actor. As a role word it names S's way out (written by) and the walk goes on to the actors; as
+    # a content word it leaves the first step without a word of its own on the way to the actors, and the walk
+    # turns to S's fellow writers instead (the real run turned to directors, 0.66 from "screenwriter").
+    from kgr.config import OfflineConfig
+
+    e = np.eye(8, dtype=np.float32)
+    table = {"screenwriter": 0.74 * e[1] + 0.6 * e[3] + np.sqrt(1 - 0.74**2 - 0.6**2) * e[7],
+             "actors": 0.84 * e[3] + np.sqrt(1 - 0.84**2) * e[4], "who": 0.49 * e[3] + 0.42 * e[4] + 0.76 * e[6],
+             "actor": e[3], "movie": e[4], "writer": e[1], "written by": e[5],
+             "starred actors": 0.3 * e[3] + np.sqrt(1 - 0.3**2) * e[2]}
+    schema = {"writer": [("written_by", "movie")], "actor": [("starred_actors", "movie")],
+              "movie": [("starred_actors", "actor"), ("written_by", "writer")]}
+    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema,
+                        settings=OfflineConfig(appositive_similarity=threshold))
+    options = [TrajectoryOption("actor", 9, ["starred_actors"]), TrajectoryOption("writer", 2, ["written_by"])]
+    step = pol.review("q", "who are the actors of the screenwriter [Stan Mann]", anchor("Stan Mann", "writer"),
+                      [hop(1, "written_by", "movie")], options, 3)
+    assert (isinstance(step, Continue) and options[step.option].type == "actor") == to_actors
+
+
 def test_a_noun_of_the_mention_is_asked_for_not_a_role():
     # "the director [W]" describes W; "director of [W] written movies" asks for the director of W's movies, even
     # though W, who also directs, has the type the word names.

@@ -13,7 +13,7 @@ import numpy as np
 
 from kgr.backbone.offline import OfflinePolicy, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
-from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
 from kgr.graph import normalize_name, relation_words
@@ -292,7 +292,7 @@ class DotRAG:
             if edges is None:
                 edges = self._candidates(anchor, depth, type_id, frontier)
             rids, near, far = edges
-            kept, sims = self._select(rids, hop_query)
+            kept, sims = self._select(rids, hop_query, near)
             trace["reached"].update(store.names[e] for e in far.tolist())
             kept_set = set(kept.tolist())
             trace["filtered"].update(store.names[far[i]] for i in range(len(rids)) if i not in kept_set)
@@ -328,8 +328,9 @@ class DotRAG:
         far = np.where(in_frontier, self.store.dst, self.store.src)
         return rids, near, far
 
-    def _select(self, rids: np.ndarray, hop_query: str) -> tuple[np.ndarray, np.ndarray]:
-        """Indices of the top-ks candidates above the minimum similarity to the hop's query, and all similarities.
+    def _select(self, rids: np.ndarray, hop_query: str, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the top-ks candidates (per frontier entity `near`, or per hop) above the minimum similarity to
+        the hop's query, and all similarities.
 
         A relationship's similarity is that of its text (`head relation tail`), blended with that of its relation
         label by `label_weight`: entity names dominate the text's embedding, so a relationship of exactly the asked
@@ -347,7 +348,10 @@ class DotRAG:
                 # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
                 eligible = label_sims >= label_sims.max() - settings.label_margin
         masked = np.where(eligible, sims, -np.inf)
-        best = top_k(masked, settings.search_top)
+        if settings.search_per_entity:
+            best = top_k_per_group(masked, near, settings.search_top)
+        else:
+            best = top_k(masked, settings.search_top)
         floor = settings.min_similarity
         if settings.relative_margin > 0 and len(best):
             floor = max(floor, float(sims[best[0]]) - settings.relative_margin)
@@ -365,7 +369,7 @@ class DotRAG:
                     for r, u, v, s in zip(rids.tolist(), near.tolist(), far.tolist(), sims.tolist())
                     for p in ending.get(u, [])]
         extended.sort(key=lambda p: -p.score)
-        return extended[: 4 * self.settings.search_top]
+        return extended[: 4 * max(self.settings.search_top, len(rids))]
 
     def _next_options(self, anchor: int, depth: int, frontier: np.ndarray):
         """Types at the next hop that the frontier actually reaches, with the relationships leading there."""
