@@ -78,6 +78,7 @@ class OfflineConfig:
     order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
     appositive_distance: float = 2.5  # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
     appositive_similarity: float = 0.7  # "the screenwriter [X]" (0.74 to writer) describes a writer X
+    agent_cost: float = 0.2  # "the films acted by [X]" (X acts and writes): chains not leaving by X's acting
     role_bonus: float = 0.05  # chains leaving the anchor by the relation of its role ("co-directors of [X]")
     right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
     sharing_bonus: float = 0.3

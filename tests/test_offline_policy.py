@@ -375,6 +375,41 @@ def test_a_role_noun_counts_from_appositive_similarity(threshold, to_actors):
     assert (isinstance(step, Continue) and options[step.option].type == "actor") == to_actors
 
 
+def test_the_agent_of_a_passive_verb_leaves_by_its_role():
+    # "who wrote the movies acted by [F]", F both acts and writes: "acted by [F]" makes F the one who acted, so a
+    # chain leaving F by writing pays `agent_cost`. The cosines are all-MiniLM-L6-v2's ("acted": actor 0.57, movie
+    # 0.47, writer 0.37).
+    from kgr.config import OfflineConfig
+
+    e = np.eye(8, dtype=np.float32)
+
+    def mix(**parts):
+        vector = sum(weight * e[int(k[1:])] for k, weight in parts.items())
+        return vector + np.sqrt(1 - sum(w * w for w in parts.values())) * e[7]
+
+    table = {"acted": mix(e0=0.57, e1=0.37, e2=0.47), "wrote": mix(e4=0.73), "movies": mix(e2=0.81),
+             "who": mix(e0=0.49, e1=0.42, e2=0.42), "actor": e[0], "writer": e[1], "movie": e[2], "starred actors": e[3], "written by": e[4]}
+    schema = {"actor": [("starred_actors", "movie")], "writer": [("written_by", "movie")],
+              "movie": [("starred_actors", "actor"), ("written_by", "writer")]}
+    fry = anchor("Stephen Fry", "actor", "writer")
+    question = "who wrote the movies acted by [Stephen Fry]"
+    acting_first = (("starred_actors", "movie"), ("written_by", "writer"))
+    writing_only = (("written_by", "movie"),)
+
+    def scores(cost: float):
+        pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema,
+                            settings=OfflineConfig(agent_cost=cost))
+        return pol, pol._scorer(question, fry)([acting_first, writing_only])
+
+    pol, charged = scores(0.2)
+    free = scores(0.0)[1]
+    assert pol._agent_relation(question, fry.types) == "starred_actors"
+    assert charged[0] == pytest.approx(free[0]) and charged[1] == pytest.approx(free[1] - 0.2)
+    assert free[0] < free[1] and charged[0] > charged[1]  # without the cost, writing alone would explain it best
+    assert pol._agent_relation(question, ["actor"]) is None  # one type: nothing to choose between
+    assert pol._agent_relation("who wrote the movies with [Stephen Fry]", fry.types) is None
+
+
 def test_a_noun_of_the_mention_is_asked_for_not_a_role():
     # "the director [W]" describes W; "director of [W] written movies" asks for the director of W's movies, even
     # though W, who also directs, has the type the word names.

@@ -8,6 +8,7 @@ well its steps explain the question's content words:
     score = sum over words w of max over steps i of sim(w, step i)  -  step_cost * len(chain)
             - unsupported * [a step explains no word best]  -  order_cost * [order inversions]
             - nearest_cost * [the placed word nearest the mention is not the first step's]
+            - agent_cost * [the anchor is a passive verb's agent and the chain leaves by another role]
             + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
@@ -15,7 +16,9 @@ describe the anchor itself (next to its mention and similar to one of its types,
 joined to it by "of", as in "director of [X]", which asks for X's director) are left out of the sum; such a role
 word names the anchor's way out, the most frequent relation leaving the type it describes ("the director [X]":
 directed by), so a first step along that relation counts as supported ("who are the actors of the director [X]"
-is two steps, though no other word names the first) and gets `role_bonus`.
+is two steps, though no other word names the first) and gets `role_bonus`. Likewise the mention after "by" is
+the agent of the verb before it: "the films acted by [X]", for an X who acts and writes, leaves X by the way out of
+the type the verb names (acting), and other first steps pay `agent_cost`.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
@@ -54,6 +57,8 @@ STOP_WORDS = frozenset(
 
 # "director of [X]": a noun joined to the mention by "of" (a co- noun keeps describing X: "co-directors of [X]")
 _OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
+# "the films acted by [X]": the mention is the agent of the verb before "by"
+_BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
 # English cues that the answer is reached through something it shares with the anchor.
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
 
@@ -204,8 +209,22 @@ class OfflinePolicy:
         if not roles or not anchor_types:
             return None
         kinds = self._vector([type_words(t) for t in anchor_types])
-        role_type = anchor_types[int(np.argmax((self._vector(roles) @ kinds.T).max(axis=0)))]
-        return next((r for r, _ in self.schema.get(role_type, []) if relation_words(r)), None)
+        return self._way_out(anchor_types[int(np.argmax((self._vector(roles) @ kinds.T).max(axis=0)))])
+
+    def _way_out(self, type_name: str) -> str | None:
+        """The most frequent relation leaving a type (the schema lists them most frequent first)."""
+        return next((r for r, _ in self.schema.get(type_name, []) if relation_words(r)), None)
+
+    def _agent_relation(self, question: str, anchor_types: list[str]) -> str | None:
+        """The relation of the anchor's role as the agent of a passive verb ("the films acted by [X]"), for an
+        anchor of several types when the verb names one of them clearly (by `order_margin`)."""
+        match = _BY_MENTION.search(question)
+        if match is None or len(anchor_types) < 2:
+            return None
+        sims = (self._vector([match.group(1).lower()]) @ self._vector([type_words(t) for t in anchor_types]).T)[0]
+        second, first = np.sort(sims)[-2:]
+        return self._way_out(anchor_types[int(np.argmax(sims))]) if first - second >= self.settings.order_margin \
+            else None
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
@@ -257,6 +276,7 @@ class OfflinePolicy:
         else:
             roles = []
         role_relation = self._role_relation(roles, anchor.types)
+        agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
 
@@ -295,6 +315,8 @@ class OfflinePolicy:
                     supported[0] |= leaves_by_role
                     total += settings.role_bonus * leaves_by_role
                 total -= settings.unsupported * (~supported).any(axis=0)
+                if agent_relation is not None:  # "the films acted by [X]": X's acting is the way out
+                    total -= settings.agent_cost * np.array([chains[i][0][0] != agent_relation for i in members])
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
                     top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
