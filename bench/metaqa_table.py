@@ -33,16 +33,17 @@ from kgr.evaluate.run import EvalResult, evaluate, queries_for  # noqa: E402
 
 DATA = Path("/work/shared/data/metaqa")
 LABELS = {"bm25": "BM25", "vss": "VSS", "dotrag": "DotRAG", "dotrag-paper": "DotRAG (paper search)",
-          "dotrag-hop": "DotRAG (ks per hop)", "csrag": "CS-RAG"}
+          "dotrag-hop": "DotRAG (ks per hop)", "dotrag-exact": "DotRAG (exactly hop h)", "csrag": "CS-RAG"}
 # Named variants: a method run with settings other than its defaults. `dotrag-paper` turns kgr's extensions of the
-# search off (text-only similarity, no label filter, one trajectory per anchor, no step typicality, every word
-# places its step); `dotrag-hop` keeps ks relationships per hop instead of per frontier entity. All chosen on
-# MetaQA dev only.
+# search off (text-only similarity, no label filter, ks per hop, targets at exactly hop h, one trajectory per anchor,
+# no step typicality, every word places its step); `dotrag-hop` keeps ks relationships per hop instead of per
+# frontier entity; `dotrag-exact` searches toward entities at exactly hop h, not 1..h. All chosen on MetaQA dev only.
 VARIANTS = {
     "dotrag-paper": ("dotrag", {"dotrag.label_weight": 0, "dotrag.label_margin": 0, "dotrag.hedge_trajectories": 0,
-                                "dotrag.search_per_entity": False, "offline.typicality": 0,
-                                "offline.order_margin": 0}),
+                                "dotrag.search_per_entity": False, "dotrag.search_within": False,
+                                "offline.typicality": 0, "offline.order_margin": 0}),
     "dotrag-hop": ("dotrag", {"dotrag.search_per_entity": False}),
+    "dotrag-exact": ("dotrag", {"dotrag.search_within": False}),
 }
 # The DotRAG paper's Table 3 (GPT-4.1 backbone), for comparison: recall, F1 per hop split.
 PAPER_DOTRAG = {"1-hop": (0.9800, 0.6303), "2-hop": (0.9812, 0.5259), "3-hop": (0.7389, 0.2522)}

@@ -58,6 +58,7 @@ class DotragConfig:
     search_top: int = 40  # ks
     search_per_entity: bool = True  # ks per frontier entity: a hub's fan-out cannot crowd out others'; False = per hop
     min_similarity: float = 0.30
+    search_within: bool = True  # hop h extends toward the type's entities 1..h hops away; False = exactly h (paper)
     relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
     label_margin: float = 0.05  # keep relations whose label is within this of the best label match; 0 = off (paper)
     label_weight: float = 0.3  # share of the relation label in a relationship's similarity; 0 = text only (paper)

@@ -316,11 +316,29 @@ class ReachMap:
             anchor.members[(hop, t)] = found
         return found
 
+    def type_counts_within(self, e: int, hop: int) -> dict[int, int]:
+        """Map type id -> |N_{1..hop,t}(e)|: the type's entities at distance 1 to `hop` (e itself excluded)."""
+        totals: dict[int, int] = {}
+        for h in range(1, hop + 1):
+            for t, count in self.type_counts(e, h).items():
+                totals[t] = totals.get(t, 0) + count
+        return totals
+
+    def members_within(self, e: int, hop: int, t: int) -> np.ndarray:
+        """Sorted int32 ids of N_{1..hop,t}(e), the union of the layers 1 to `hop` (read-only array)."""
+        if hop == 1:
+            return self.members(e, 1, t)
+        layers = [self.members(e, h, t) for h in range(1, hop + 1)]
+        found = np.sort(np.concatenate(layers))  # layers are disjoint: no duplicates to remove
+        found.flags.writeable = False
+        return found
+
     def extending_edges(
-        self, e: int, hop: int, t: int, frontier: np.ndarray
+        self, e: int, hop: int, t: int, frontier: np.ndarray, within: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rids, near, far) of every relationship joining near in frontier to far in N_{hop,t}(e), by (near, rid)."""
-        targets = self.members(e, hop, t)
+        """(rids, near, far) of every relationship joining near in frontier to far in N_{hop,t}(e), by (near, rid);
+        with `within`, to far in N_{1..hop,t}(e)."""
+        targets = self.members_within(e, hop, t) if within else self.members(e, hop, t)
         front = np.asarray(frontier)
         if front.ndim == 0:
             front = front.reshape(1)

@@ -176,6 +176,18 @@ def test_three_hop_follows_the_anchors_director_not_the_hub(dotrag, triples):
     assert_paths_are_in_the_graph(record, triples)
 
 
+@pytest.mark.parametrize("within", [True, False])
+def test_a_hop_reaches_back_to_entities_nearer_the_anchor(dotrag, within):
+    # The Last Orchard -> Boris Vane -> Blue Canyon -> English: English is one hop from the anchor (its own
+    # language), so only the search toward the language entities within 3 hops (the default) can find it.
+    record = ask(dotrag(search_within=within), "what languages are the movies directed by the director of "
+                                               "[The Last Orchard] in")
+    [walk] = record.trace["trajectories"]
+    assert [h["relation"] for h in walk["hops"]][:2] == ["directed_by", "directed_by"]
+    assert ("English" in endpoints(record, 3)) == within
+    assert "The Last Orchard" not in record.entities
+
+
 @pytest.mark.parametrize("text", [TWO_HOP, THREE_HOP, "[Clint Ranger] directed which movies",
                                   "who acted together with [Nora Quill]"])
 def test_the_hub_is_never_an_answer(dotrag, text):

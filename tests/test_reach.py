@@ -76,12 +76,17 @@ def test_lookups_match_reference_bfs(tmp_path, seed):
         assert dict(zip(ids.tolist(), hops.tolist())) == {v: d for v, d in dist.items() if d > 0}
         for hop in (1, 2, 3):
             counts = rm.type_counts(e, hop)
+            counts_within = rm.type_counts_within(e, hop)
             for t in range(len(rm.type_names)):
                 want = expected_members(dist, types, hop, t)
                 got = rm.members(e, hop, t)
                 assert got.dtype == np.int32 and got.tolist() == want
                 assert counts.get(t, 0) == len(want)
-            assert all(c > 0 for c in counts.values())
+                want_within = sorted(v for h in range(1, hop + 1) for v in expected_members(dist, types, h, t))
+                got_within = rm.members_within(e, hop, t)
+                assert got_within.dtype == np.int32 and got_within.tolist() == want_within
+                assert counts_within.get(t, 0) == len(want_within)
+            assert all(c > 0 for c in counts.values()) and all(c > 0 for c in counts_within.values())
 
 
 @pytest.mark.parametrize("seed", [5, 6, 7])
@@ -92,14 +97,15 @@ def test_extending_edges_match_brute_force(tmp_path, seed):
         previous = np.array([e], dtype=np.int32)
         for hop in (1, 2, 3):
             for t in range(len(rm.type_names)):
-                targets = rm.members(e, hop, t)
                 # The retrieval frontier, plus an arbitrary unsorted one with duplicates.
                 messy = rng.integers(0, n, 20)
-                for frontier in (previous, messy):
-                    rids, near, far = rm.extending_edges(e, hop, t, frontier)
-                    got = sorted(zip(rids.tolist(), near.tolist(), far.tolist()))
-                    assert got == brute_extending(src, dst, frontier.tolist(), targets.tolist())
-                    assert near.tolist() == sorted(near.tolist())
+                for within in (False, True):
+                    targets = rm.members_within(e, hop, t) if within else rm.members(e, hop, t)
+                    for frontier in (previous, messy):
+                        rids, near, far = rm.extending_edges(e, hop, t, frontier, within)
+                        got = sorted(zip(rids.tolist(), near.tolist(), far.tolist()))
+                        assert got == brute_extending(src, dst, frontier.tolist(), targets.tolist())
+                        assert near.tolist() == sorted(near.tolist())
             counts = rm.type_counts(e, hop)
             if counts:
                 previous = rm.members(e, hop, max(counts, key=counts.get))

@@ -319,9 +319,11 @@ class DotRAG:
         return paths, walk, preferred
 
     def _candidates(self, anchor: int, depth: int, type_id: int, frontier: np.ndarray):
-        """Relationships searched at this hop: those extending the frontier toward N_{h,t}(anchor)."""
+        """Relationships searched at this hop: those extending the frontier toward N_{h,t}(anchor), or with
+        `search_within` toward N_{1..h,t}(anchor) ("the languages of the films that share an actor with [X]" may
+        include X's own language, one hop from X)."""
         if self.settings.constrained_search:
-            return self.reach.extending_edges(anchor, depth, type_id, frontier)
+            return self.reach.extending_edges(anchor, depth, type_id, frontier, self.settings.search_within)
         rids = np.arange(len(self.store.src), dtype=np.int64)  # the "no constrained search" ablation
         in_frontier = np.isin(self.store.src, frontier)
         near = np.where(in_frontier, self.store.src, self.store.dst)
@@ -374,8 +376,10 @@ class DotRAG:
     def _next_options(self, anchor: int, depth: int, frontier: np.ndarray):
         """Types at the next hop that the frontier actually reaches, with the relationships leading there."""
         options, option_edges = [], []
-        for type_id, _ in sorted(self.reach.type_counts(anchor, depth).items()):
-            rids, near, far = self.reach.extending_edges(anchor, depth, type_id, frontier)
+        within = self.settings.search_within
+        counts = self.reach.type_counts_within(anchor, depth) if within else self.reach.type_counts(anchor, depth)
+        for type_id in sorted(counts):
+            rids, near, far = self.reach.extending_edges(anchor, depth, type_id, frontier, within)
             if len(rids):
                 options.append(TrajectoryOption(self.reach.type_names[type_id], len(np.unique(far)),
                                                 self._relations(rids)))
