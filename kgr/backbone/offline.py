@@ -223,8 +223,9 @@ class OfflinePolicy:
             return None
         sims = (self._vector([match.group(1).lower()]) @ self._vector([type_words(t) for t in anchor_types]).T)[0]
         second, first = np.sort(sims)[-2:]
-        return self._way_out(anchor_types[int(np.argmax(sims))]) if first - second >= self.settings.order_margin \
-            else None
+        if first - second < self.settings.order_margin:
+            return None  # the verb fits two of the anchor's types about equally: no role to prefer
+        return self._way_out(anchor_types[int(np.argmax(sims))])
 
     def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
         """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
