@@ -208,8 +208,12 @@ class OfflinePolicy:
         the anchor type its role words name (role words are those close to one of the anchor's types)."""
         if not roles or not anchor_types:
             return None
+        return self._way_out(anchor_types[int(np.argmax(self._type_similarities(roles, anchor_types)))])
+
+    def _type_similarities(self, words: list[str], anchor_types: list[str]) -> np.ndarray:
+        """Per anchor type, the highest cosine between any of `words` and the type's words."""
         kinds = self._vector([type_words(t) for t in anchor_types])
-        return self._way_out(anchor_types[int(np.argmax((self._vector(roles) @ kinds.T).max(axis=0)))])
+        return (self._vector(words) @ kinds.T).max(axis=0)
 
     def _way_out(self, type_name: str) -> str | None:
         """The most frequent relation leaving a type (the schema lists them most frequent first)."""
@@ -221,7 +225,7 @@ class OfflinePolicy:
         match = _BY_MENTION.search(question)
         if match is None or len(anchor_types) < 2:
             return None
-        sims = (self._vector([match.group(1).lower()]) @ self._vector([type_words(t) for t in anchor_types]).T)[0]
+        sims = self._type_similarities([match.group(1).lower()], anchor_types)
         second, first = np.sort(sims)[-2:]
         if first - second < self.settings.order_margin:
             return None  # the verb fits two of the anchor's types about equally: no role to prefer
@@ -311,13 +315,14 @@ class OfflinePolicy:
                 returning = np.array([steps for steps, _ in facts]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
+                first_relations = np.array([chains[i][0][0] for i in members])
                 if role_relation is not None:  # "the director [X]": X's directing is the way out
-                    leaves_by_role = np.array([chains[i][0][0] == role_relation for i in members])
+                    leaves_by_role = first_relations == role_relation
                     supported[0] |= leaves_by_role
                     total += settings.role_bonus * leaves_by_role
                 total -= settings.unsupported * (~supported).any(axis=0)
                 if agent_relation is not None:  # "the films acted by [X]": X's acting is the way out
-                    total -= settings.agent_cost * np.array([chains[i][0][0] != agent_relation for i in members])
+                    total -= settings.agent_cost * (first_relations != agent_relation)
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
                     top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
