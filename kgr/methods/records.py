@@ -31,6 +31,10 @@ class RetrievalRecord:
     latency_ms: float = 0.0
     timings_ms: dict[str, float] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)  # method-specific detail (plans, hops, pools, decisions)
+    # Mentions in the question that matched no entity above the anchor floor (not replaced by look-alikes).
+    unmatched_mentions: list[str] = field(default_factory=list)
+    # One line per guess the result rests on: a loose anchor match, a fallback decision, a substituted default.
+    warnings: list[str] = field(default_factory=list)
     schema_version: int = RECORD_SCHEMA_VERSION
 
     def to_json(self) -> str:
