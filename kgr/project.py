@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from kgr import __version__
-from kgr.config import CONFIG_FILE, Config, ConfigError, load_config, render_toml
+from kgr.config import CONFIG_FILE, Config, load_config, render_toml
 from kgr.errors import KgrError, MissingStageError, ProjectBusyError, StaleStageError
 
 DB_FILE = "kgr.duckdb"
@@ -110,13 +110,11 @@ class Project:
         root = Path(root)
         if root.exists() and not root.is_dir():
             raise KgrError(f"{root}: exists and is not a directory")
-        root.mkdir(parents=True, exist_ok=True)
         path = root / CONFIG_FILE
         if not path.exists():
-            try:
-                config = load_config(None, overrides, environ={})
-            except ConfigError as exc:
-                raise KgrError(str(exc)) from None
+            # Checked before anything is created: a bad setting (ConfigError, a usage error) leaves no directory.
+            config = load_config(None, overrides, environ={})
+            root.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".toml.tmp")
             tmp.write_text(render_toml(config), encoding="utf-8")
             os.replace(tmp, path)
@@ -138,10 +136,7 @@ class Project:
             cls.init(root, overrides)
         elif not (root / CONFIG_FILE).exists():
             raise KgrError(f"{root}: not a kgr project (no {CONFIG_FILE}); run `kgr init {root}` or `kgr ingest` first")
-        try:
-            config = load_config(root, overrides)
-        except ConfigError as exc:
-            raise KgrError(str(exc)) from None
+        config = load_config(root, overrides)  # ConfigError: exit 2 for a flag or variable, 3 for kgr.toml
         project = cls(root, config, write)
         project._acquire_lock()
         try:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
 
 import pytest
 import tomli_w
 
-from kgr.config import CONFIG_FILE, Config, ConfigError, load_config
+from kgr.config import CONFIG_FILE, Config, ConfigError, ConfigFileError, ValueRange, load_config
 from kgr.errors import ExitStatus
 from kgr.project import Project
 
@@ -58,7 +59,7 @@ def test_precedence_default_file_environment_override(tmp_path):
 @pytest.mark.parametrize(
     ("where", "expected"),
     [
-        ("file", "kgr.toml: 'many' is not a valid int"),
+        ("file", "kgr.toml:2: reach.max_hops: 'many' is not a valid int"),
         ("env", "environment KGR_REACH__MAX_HOPS: 'many' is not a valid int"),
         ("flag", "option reach.max_hops: 'many' is not a valid int"),
     ],
@@ -75,9 +76,57 @@ def test_bad_value_names_its_origin(tmp_path, where, expected):
         load_config(tmp_path, overrides, environ=environ)
 
 
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        ("dotrag.search_top", "-5", "-5 is out of range (must be >= 1)"),
+        ("dotrag.min_similarity", "7", "7.0 is out of range (must be between -1 and 1)"),
+        ("dotrag.max_hops", "0", "0 is out of range (must be >= 1)"),
+        ("backbone.timeout", "0", "0.0 is out of range (must be > 0)"),
+        ("csrag.temperature", "nan", "nan is out of range (must be > 0)"),
+        ("reach.max_hops", "2.5", "'2.5' is not a valid int"),
+    ],
+)
+def test_out_of_range_values_are_refused_naming_the_setting(tmp_path, setting, value, expected):
+    with pytest.raises(ConfigError, match=re.escape(f"option {setting}: {expected}")) as refused:
+        load_config(tmp_path, {setting: value}, environ={})
+    assert refused.value.status == ExitStatus.USAGE
+    variable = f"KGR_{setting.replace('.', '__').upper()}"
+    with pytest.raises(ConfigError, match=re.escape(f"environment {variable}: {expected}")):
+        load_config(tmp_path, environ={variable: value})
+
+
+def test_every_numeric_setting_has_a_range_that_holds_its_default():
+    for section in dataclasses.fields(Config):
+        for spec in dataclasses.fields(section.default_factory()):
+            if spec.type in ("int", "float"):
+                valid = spec.metadata.get("range")
+                assert isinstance(valid, ValueRange), f"{section.name}.{spec.name} has no range"
+                assert spec.default in valid, f"{section.name}.{spec.name}: default outside {valid.describe()}"
+
+
+def test_a_bad_kgr_toml_value_is_bad_input_naming_file_and_line(tmp_path):
+    (tmp_path / CONFIG_FILE).write_text('[reach]\nmax_hops = 3\n\n[dotrag]\nsearch_top = -5\n', encoding="utf-8")
+    with pytest.raises(ConfigFileError) as refused:
+        load_config(tmp_path, environ={})
+    assert refused.value.status == ExitStatus.BAD_INPUT
+    assert refused.value.message == f"{tmp_path / CONFIG_FILE}:5: dotrag.search_top: -5 is out of range (must be >= 1)"
+    (tmp_path / CONFIG_FILE).write_text("[reach]\nmax_hops = 2.5\n", encoding="utf-8")  # not truncated to 2
+    with pytest.raises(ConfigFileError, match=re.escape(":2: reach.max_hops: 2.5 is not a valid int")):
+        load_config(tmp_path, environ={})
+    (tmp_path / CONFIG_FILE).write_text('[backbone]\nmodel = 5\n', encoding="utf-8")
+    with pytest.raises(ConfigFileError, match=re.escape(":2: backbone.model: 5 is not a valid str")):
+        load_config(tmp_path, environ={})
+    (tmp_path / CONFIG_FILE).write_text('[backbone.prices]\n"m" = {input = -1}\n', encoding="utf-8")
+    with pytest.raises(ConfigFileError, match="'m' input price -1 is not a non-negative number"):
+        load_config(tmp_path, environ={})
+
+
 def test_unknown_settings_and_bad_types_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="option reach.nope: unknown setting 'reach.nope'"):
         load_config(tmp_path, {"reach.nope": "1"}, environ={})
+    with pytest.raises(ConfigError, match="unknown setting 'to_dict.x'"):  # a method of Config, not a section
+        load_config(tmp_path, {"to_dict.x": "1"}, environ={})
     with pytest.raises(ConfigError, match="environment KGR_NOSECTION__X: unknown setting"):
         load_config(tmp_path, environ={"KGR_NOSECTION__X": "1"})
     with pytest.raises(ConfigError, match="'maybe' is not a valid bool"):
@@ -152,7 +201,7 @@ def test_cli_named_flag_beats_set_and_environment(project, run_kgr):
 )
 def test_cli_bad_settings_fail_in_one_line(project, run_kgr, args, env, message):
     result = run_kgr("reach", project, *args, env=env)
-    assert result.exit_code == ExitStatus.ERROR
+    assert result.exit_code == ExitStatus.USAGE
     assert message in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
@@ -162,5 +211,5 @@ def test_cli_bad_value_in_kgr_toml_names_the_file(tmp_path, run_kgr):
     root.mkdir()
     (root / CONFIG_FILE).write_text('[reach]\nmax_hops = "many"\n', encoding="utf-8")
     result = run_kgr("status", root)
-    assert result.exit_code == ExitStatus.ERROR
-    assert f"{root / CONFIG_FILE}: 'many' is not a valid int" in result.stderr
+    assert result.exit_code == ExitStatus.BAD_INPUT
+    assert f"{root / CONFIG_FILE}:2: reach.max_hops: 'many' is not a valid int" in result.stderr
