@@ -79,9 +79,13 @@ def test_explicit_format_and_delimiter(tmp_path):
 
 def test_columns_option_maps_header_names():
     graph = read_graph([FORMATS / "triples_custom.csv"],
-                       columns={"subject": "head", "relation": "rel", "object": "tail"})
+                       columns={"subject": "head", "relation": "rel", "object": "tail", "description": "note"})
     assert edges(graph) == {("Heat", "directed_by", "Michael Mann"),
                             ("Heat, the film", "starred_actors", "Al Pacino")}
+    assert [r.description for r in graph.relationships] == ["x", "y"]
+    # Left unmapped, the `note` column would be dropped silently: it is refused instead.
+    error = bad([FORMATS / "triples_custom.csv"], columns={"subject": "head", "relation": "rel", "object": "tail"})
+    assert error.line == 1 and "unknown column(s) 'note'" in error.message
 
 
 def test_columns_option_maps_jsonl_keys(tmp_path):
@@ -106,7 +110,8 @@ def test_entities_and_relationships_files(suffix):
 def test_repeated_entity_id_that_agrees_is_merged():
     graph = read_graph([FORMATS / "entities.jsonl", FORMATS / "relationships.jsonl"])
     mann = graph.entities["p1"]
-    assert mann.types == ["director", "writer", "producer"]
+    # The repeat gives no types, so it agrees with the first record's and adds its description.
+    assert mann.types == ["director", "writer"]
     assert mann.description == "American filmmaker."
 
 
@@ -167,6 +172,14 @@ def bad(paths, **options) -> InputError:
     ("bad_json.jsonl", 2, "invalid JSON"),
     ("ragged.csv", 3, "expected 3 fields"),
     ("lightrag_missing.json", 7, "relationship without tgt_id"),
+    ("conflicting_types.jsonl", 3, "'p1' repeats with type(s) producer but"),
+    ("conflicting_names.csv", 4, "'Heat' repeats with type(s) book but"),
+    ("extra_column.csv", 1, "unknown column(s) 'weight'; known columns: subject, relation, object"),
+    ("header_only.tsv", 1, "no records: a header but no rows"),
+    ("empty_array.json", 1, "no records: an empty JSON array"),
+    ("lightrag_empty.json", 1, "no records: empty entities, relationships and chunks"),
+    ("zero_bytes.txt", 1, "empty file (0 bytes)"),
+    ("empty.txt", 1, "empty file (only blank lines)"),
 ])
 def test_bad_input_names_file_and_line(name, line, words):
     error = bad([BAD / name])
@@ -176,9 +189,29 @@ def test_bad_input_names_file_and_line(name, line, words):
     assert error.message.startswith(f"{BAD / name}:{line}: ")
 
 
-def test_empty_file():
-    error = bad([BAD / "empty.txt"])
-    assert error.line is None and "empty file" in error.message
+def test_conflicting_types_name_both_records():
+    error = bad([BAD / "conflicting_types.jsonl"])
+    assert f"{BAD / 'conflicting_types.jsonl'}:1 gives director, writer" in error.message
+    assert "list all its types in one record" in error.message
+
+
+def test_unknown_column_message_names_the_column_option():
+    error = bad([BAD / "extra_column.csv"])
+    assert "--column FIELD=HEADER" in error.message
+
+
+def test_mapped_headers_are_not_unknown():
+    graph = read_graph([BAD / "extra_column.csv"], columns={"description": "weight"})
+    assert graph.relationships[0].description == "0.9"
+
+
+@pytest.mark.parametrize(("content", "words"), [("", "empty file (0 bytes)"), ("\n  \n", "only blank lines"),
+                                                ("[]\n", "no records: no passages")])
+def test_empty_passage_file(tmp_path, content, words):
+    path = tmp_path / "passages.json"
+    path.write_text(content, encoding="utf-8")
+    error = bad([FORMATS / "kb.txt"], passages=[path])
+    assert error.path == str(path) and error.line == 1 and words in error.message
 
 
 def test_missing_file(tmp_path):

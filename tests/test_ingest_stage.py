@@ -48,7 +48,8 @@ def bad_files(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     folder = tmp_path_factory.mktemp("bad")
     files = {
         "malformed": (b"A|directed_by|B\nC|directed_by\nD|directed_by|E\n", ":2: expected subject|relation|object"),
-        "empty": (b"", ": empty file"),
+        "empty": (b"", ":1: empty file (0 bytes)"),
+        "blank": (b"\n \n", ":1: empty file (only blank lines)"),
         "encoding": (b"A|directed_by|B\nCaf\xe9|directed_by|E\n", ":2: not UTF-8 text"),
     }
     found = {}
@@ -60,7 +61,7 @@ def bad_files(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     return found
 
 
-@pytest.mark.parametrize("kind", ["malformed", "empty", "encoding", "missing"])
+@pytest.mark.parametrize("kind", ["malformed", "empty", "blank", "encoding", "missing"])
 @pytest.mark.parametrize("force", [False, True])
 def test_bad_input_is_one_line_and_leaves_the_project_intact(project, bad_files, run_kgr, kind, force):
     root, before = project

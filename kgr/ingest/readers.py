@@ -54,8 +54,16 @@ def read_text(path: Path) -> str:
         line = data.count(b"\n", 0, e.start) + 1
         raise InputError(path, f"not UTF-8 text (invalid byte 0x{data[e.start]:02x})", line) from None
     if not text.strip():
-        raise InputError(path, "empty file")
+        # Line 1 is where a record was expected; the message says which kind of empty it is.
+        raise InputError(path, "empty file (0 bytes)" if not data else "empty file (only blank lines)", 1)
     return text
+
+
+def require_records(batch: Batch, line: int, what: str) -> Batch:
+    """Return the batch, refusing one that holds no entity, edge or passage (`what` says what the file had)."""
+    if not (batch.entities or batch.edges or batch.passages):
+        raise InputError(batch.path, f"no records: {what}", line)
+    return batch
 
 
 def read_triples(path: Path, text: str, delimiter: str = "|") -> Batch:
@@ -106,6 +114,7 @@ def read_table(path: Path, text: str, delimiter: str, columns: dict[str, str] | 
                 raise InputError(path, f"unknown column {theirs!r} (the header has: {', '.join(names)})",
                                  header_line)
         kind = _record_kind(path, set(index), header_line, what="columns")
+        _refuse_unknown_columns(path, names, index, header_line)
         batch = Batch(path, keyed=kind == "relationship")
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -117,7 +126,17 @@ def read_table(path: Path, text: str, delimiter: str, columns: dict[str, str] | 
             _add_record(batch, kind, record, path, line, type_separator=";")
     except csv.Error as e:
         raise InputError(path, f"malformed CSV: {e}", reader.line_num) from None
-    return batch
+    return require_records(batch, header_line, "a header but no rows")
+
+
+def _refuse_unknown_columns(path: Path, names: list[str], index: dict[str, int], line: int) -> None:
+    """Refuse a header column that maps to none of our fields (it would be dropped without a word)."""
+    used = set(index.values())
+    unknown = [name for position, name in enumerate(names) if position not in used]
+    if unknown:
+        listed = ", ".join(repr(name) for name in unknown)
+        raise InputError(path, f"unknown column(s) {listed}; known columns: {', '.join(FIELDS)} "
+                               f"(map a header to one with --column FIELD=HEADER, or remove the column)", line)
 
 
 def _record_kind(path: Path, present: set[str], line: int | None, what: str = "fields") -> str:
@@ -304,7 +323,7 @@ def read_json(path: Path, text: str, columns: dict[str, str] | None = None) -> B
     batch = Batch(path)
     for record in document:
         _add_json_record(batch, record, columns, path, lines.get(id(record)))
-    return batch
+    return require_records(batch, 1, "an empty JSON array")
 
 
 def read_lightrag(path: Path, text: str) -> Batch:
@@ -330,7 +349,7 @@ def read_lightrag(path: Path, text: str) -> Batch:
             if missing:
                 raise InputError(path, f"{section[:-1]} without {', '.join(missing)}", line)
             _add_lightrag_item(batch, section, item, path, line)
-    return batch
+    return require_records(batch, 1, "empty entities, relationships and chunks")
 
 
 def _add_lightrag_item(batch: Batch, section: str, item: dict, path: Path, line: int | None) -> None:
@@ -376,4 +395,4 @@ def read_passages(path: Path) -> Batch:
         key = _scalar(record.get("id"), "id", path, line) or None
         passage = Passage(key="", title=_scalar(record.get("title"), "title", path, line), text=body)
         batch.passages.append((line, passage, key))
-    return batch
+    return require_records(batch, 1, "no passages")

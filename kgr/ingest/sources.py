@@ -95,7 +95,7 @@ def _json_object_format(first_line: str) -> str:
 def merge(batches: list[readers.Batch]) -> Graph:
     """Combine batches into a Graph: declared entities first, then edges, then passages.
 
-    A repeated entity id must agree on name and (non-empty) description; its types are united. When any
+    A repeated entity id must agree on name, (non-empty) description and (non-empty) types. When any
     entity file was given, relationship records (source/target) must name declared ids; triples and
     LightRAG relationships create the entities they name. Exact duplicate edges are kept once."""
     graph = Graph()
@@ -144,6 +144,11 @@ def _declare(entities: dict[str, Entity], declared_at: dict[str, tuple[Path, int
         first = _where(*declared_at[entity.key])
         raise InputError(path, f"entity id {entity.key!r} repeats with different content (first at {first})",
                          line)
+    if old.types and entity.types and set(old.types) != set(entity.types):
+        # Uniting them would silently give the entity a type one of the records denies it.
+        first = _where(*declared_at[entity.key])
+        raise InputError(path, f"entity {entity.key!r} repeats with type(s) {', '.join(entity.types)} but "
+                               f"{first} gives {', '.join(old.types)}; list all its types in one record", line)
     old.description = old.description or entity.description
     old.types.extend(t for t in entity.types if t not in old.types)
 
