@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgr.errors import InputError
+from kgr.errors import InputError, UsageError
 
 FORMATS = ("metaqa", "jsonl")
 
@@ -38,6 +39,8 @@ def load_questions(
     """Load a question file, detecting the format (`metaqa` or `jsonl`) when `fmt` is None."""
     path = Path(path)
     lines = _read_lines(path)
+    if not any(line.strip() for line in lines):
+        raise InputError(path, "has no questions (the file is empty or blank)")
     fmt = fmt or _detect_format(path, lines)
     if fmt == "metaqa":
         return load_metaqa(path, hops=hops, qtype_path=qtype_path, lines=lines)
@@ -54,15 +57,19 @@ def load_metaqa(
     qtype_path: str | Path | None = None,
     lines: list[str] | None = None,
 ) -> list[Question]:
-    """Load MetaQA vanilla lines `question with [topic]<TAB>ans1|ans2`; ids come from 1-based line numbers."""
+    """Load MetaQA vanilla lines `question with [topic]<TAB>ans1|ans2`; ids come from the question text.
+
+    Every line is a question. MetaQA repeats a text when two entities share a name ("who acted in the movie
+    [Eden]" with two different casts), so the n-th line with an already seen text gets the id suffix `-n`.
+    """
     path = Path(path)
     lines = _read_lines(path) if lines is None else lines
     hops = hops if hops is not None else hops_from_path(path)
     # Trailing blank lines are not questions, so they need no qtype line.
     n_lines = max((i for i, line in enumerate(lines, start=1) if line.strip()), default=0)
     qtypes = _read_qtypes(Path(qtype_path), n_lines) if qtype_path is not None else None
-    prefix = f"metaqa-{hops}hop" if hops is not None else "metaqa"
     questions = []
+    occurrences: dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -77,9 +84,13 @@ def load_metaqa(
             raise InputError(path, "question has no answers", lineno)
         # Methods see the question as MetaQA distributes it: the brackets mark an entity mention.
         plain = " ".join(text.split())
+        qid = question_id(plain)
+        occurrences[qid] = occurrences.get(qid, 0) + 1
+        if occurrences[qid] > 1:
+            qid = f"{qid}-{occurrences[qid]}"
         questions.append(
             Question(
-                id=f"{prefix}-{lineno:06d}",
+                id=qid,
                 question=plain,
                 anchors=_dedupe(anchors),
                 answers=answers,
@@ -91,9 +102,13 @@ def load_metaqa(
 
 
 def load_jsonl(path: str | Path, hops: int | None = None, lines: list[str] | None = None) -> list[Question]:
-    """Load JSONL objects with `id`, `question`, `anchors`, `answers`, `hops`, optional `passages` and `qtype`."""
+    """Load JSONL objects with `id`, `question`, `anchors`, `answers`, `hops`, optional `passages` and `qtype`.
+
+    The hop count is `hops` when given, else the line's `hops`, else the one named by the path.
+    """
     path = Path(path)
     lines = _read_lines(path) if lines is None else lines
+    path_hops = hops_from_path(path)
     questions: list[Question] = []
     seen: set[str] = set()
     for lineno, line in enumerate(lines, start=1):
@@ -105,12 +120,41 @@ def load_jsonl(path: str | Path, hops: int | None = None, lines: list[str] | Non
             raise InputError(path, f"invalid JSON: {exc.msg}", lineno) from None
         if not isinstance(obj, dict):
             raise InputError(path, "expected a JSON object", lineno)
-        q = _question_from_json(obj, hops, lambda message: InputError(path, message, lineno))
+        q = _question_from_json(obj, hops, path_hops, lambda message: InputError(path, message, lineno))
         if q.id in seen:
             raise InputError(path, f"duplicate question id {q.id!r}", lineno)
         seen.add(q.id)
         questions.append(q)
     return questions
+
+
+def load_question_sets(paths: list[Path], hops: list[int] | None = None) -> list[tuple[str, list[Question]]]:
+    """Load one labelled split per file; `hops` gives one hop count for all files or one per file.
+
+    A split is named `N-hop` after its hop count (given, else read from the path), else after the file's stem.
+    """
+    hops = list(hops or [])
+    if len(hops) not in (0, 1, len(paths)):
+        raise UsageError(f"--hops: give one hop count for all {len(paths)} question files or one per file, "
+                         f"not {len(hops)}")
+    per_file = hops * len(paths) if len(hops) == 1 else hops or [None] * len(paths)
+    sets = []
+    for path, given in zip(paths, per_file):
+        split_hops = given if given is not None else hops_from_path(path)
+        label = f"{split_hops}-hop" if split_hops else Path(path).stem
+        sets.append((label, load_questions(path, hops=given)))
+    return sets
+
+
+def question_id(text: str) -> str:
+    """A MetaQA question's id: a short hash of its whitespace-collapsed text, so it names the question itself."""
+    digest = hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
+    return f"metaqa-{digest[:12]}"
+
+
+def same_question(stored: object, text: str) -> bool:
+    """Tell whether a stored record's question text is this question's (whitespace differences aside)."""
+    return isinstance(stored, str) and " ".join(stored.split()) == " ".join(text.split())
 
 
 def hops_from_path(path: str | Path) -> int | None:
@@ -132,7 +176,7 @@ def sample(questions: list[Question], limit: int | None, seed: int = 0) -> list[
     return sorted(random.Random(seed).sample(ordered, limit), key=lambda q: q.id)
 
 
-def _question_from_json(obj: dict, hops: int | None, error) -> Question:
+def _question_from_json(obj: dict, hops: int | None, path_hops: int | None, error) -> Question:
     """Validate one JSONL object into a Question; `error(message)` builds the located InputError."""
     qid = obj.get("id")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
@@ -156,7 +200,7 @@ def _question_from_json(obj: dict, hops: int | None, error) -> Question:
         question=text.strip(),
         anchors=anchors,
         answers=answers,
-        hops=line_hops if line_hops is not None else hops,
+        hops=next((h for h in (hops, line_hops, path_hops) if h is not None), None),
         passages=passages,
         qtype=qtype,
     )
