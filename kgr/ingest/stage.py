@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
+from kgr.embed import EmbeddingCheckpoint, Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
 from kgr.errors import InputError
 from kgr.graph import Graph
 from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
@@ -93,9 +93,10 @@ def store_graph(
 
     `tables` are `graph_tables(...)` columns. `extra_tables` maps a further table's name to (columns, the names of
     its integer columns); it is written in the same transaction. Vectors are reused by text hash from `reuse_dirs`
-    (default: this project's other vector generations, complete or interrupted). `encoder` defaults to the
-    configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new one
-    are removed after the commit, so a killed run leaves the previous state current.
+    (default: this project's other vector generations, complete or interrupted) and from the embedding checkpoint an
+    interrupted run left, which this run extends as it encodes and removes once it commits. `encoder` defaults to
+    the configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new
+    one are removed after the commit, so a killed run leaves the previous state current.
     """
     embed_started = time.time()
     gen = project.new_generation(VECTORS_DIR)
@@ -105,6 +106,8 @@ def store_graph(
     if reuse_dirs is None:
         reuse_dirs = [g for g in project.generations(VECTORS_DIR) if g != gen]
     reuse = reusable_vectors(list(reuse_dirs), encoder.model_name)
+    checkpoint = EmbeddingCheckpoint(project.root, encoder.model_name)
+    reuse.update(checkpoint.load())
     encoded = 0
     for name, texts in (
         ("entities", tables["entities"]["text"]),
@@ -112,7 +115,7 @@ def store_graph(
         ("passages", [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])]),
     ):
         tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
-        encoded += write_vector_table(gen, name, texts, encoder, reuse, tick)
+        encoded += write_vector_table(gen, name, texts, encoder, reuse, tick, checkpoint)
     embed_s = time.time() - embed_started
 
     write_started = time.time()
@@ -130,6 +133,7 @@ def store_graph(
             artifacts={"vectors": gen},
         )
     project.prune_generations(VECTORS_DIR, keep=gen)
+    checkpoint.clear()
     write_s = time.time() - write_started
     return IngestReport(
         skipped=False, counts=counts, encoded=encoded,
