@@ -316,7 +316,7 @@ def plan(
         with output.progress() as bar:
             done, skipped = run_plans(context, method, queries, fresh=fresh, progress=bar("planning", len(queries)))
         if as_json:
-            plans = stored_plans(context, method)
+            plans = stored_plans(context, method, queries)
             print_json([plans[q.id] for q in queries if q.id in plans])
     output.info(f"planned {done} question(s) with {method}; {skipped} already had a plan")
 
@@ -344,7 +344,7 @@ def retrieve(
 ) -> None:
     """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
     from kgr.methods.records import write_jsonl
-    from kgr.methods.runner import export_jsonl, method_class, open_run, run_method
+    from kgr.methods.runner import method_class, open_run, run_method
     from kgr.project import Project
 
     output = Output(quiet)
@@ -367,9 +367,7 @@ def retrieve(
             return
         with output.progress() as bar:
             name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
-                                             progress=bar(f"retrieving ({method})", len(queries)))
-        if out:
-            export_jsonl(context, name, out, ids=[q.id for q in queries])
+                                             progress=bar(f"retrieving ({method})", len(queries)), out=out)
     output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
                 (f"; records written to {out}" if out else ""))
 

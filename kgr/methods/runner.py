@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kgr.errors import KgrError
+from kgr.errors import ExitStatus, KgrError
+from kgr.evaluate.questions import same_question
 from kgr.methods.base import Method, Query, RunContext
-from kgr.methods.records import RetrievalRecord, write_jsonl
+from kgr.methods.records import RetrievalRecord
 
 METHODS = {
     "dotrag": "kgr.methods.dotrag:DotRAG",
@@ -78,7 +79,11 @@ def plan_key(context: RunContext, method_name: str) -> str:
 
 def run_plans(context: RunContext, method_name: str, queries: list[Query], *, fresh: bool = False,
               progress: Callable[[int], None] | None = None) -> tuple[int, int]:
-    """Plan every query not planned yet under the current key; return (planned now, already planned)."""
+    """Plan every query not planned yet under the current key; return (planned now, already planned).
+
+    A stored plan counts only for the question it was made for: one stored under the same id for another
+    question text (JSONL ids reused by another file) is replaced.
+    """
     cls = method_class(method_name)
     if not hasattr(cls, "plan"):
         raise KgrError(f"method {method_name} has no planning stage")
@@ -87,29 +92,29 @@ def run_plans(context: RunContext, method_name: str, queries: list[Query], *, fr
     key = plan_key(context, method_name)
     if fresh:
         db.execute("DELETE FROM plans WHERE method = ? AND key = ?", [method_name, key])
-    done = {r[0] for r in db.execute("SELECT id FROM plans WHERE method = ? AND key = ?", [method_name, key]).fetchall()}
+    stored = dict(db.execute("SELECT id, question FROM plans WHERE method = ? AND key = ?",
+                             [method_name, key]).fetchall())
+    todo = [q for q in _distinct(queries) if not same_question(stored.get(q.id), q.text)]
     method = cls(context)
-    count = 0
-    for query in queries:
-        if query.id in done:
-            continue
+    for query in todo:
         plan = method.plan(query)
         plan["usage"] = context.usage(query.id)
         db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?)",
                    [method_name, key, query.id, query.text, json.dumps(plan, default=str)])
-        count += 1
         if progress:
             progress(1)
-    return count, len(done)
+    return len(todo), len(queries) - len(todo)
 
 
-def stored_plans(context: RunContext, method_name: str) -> dict[str, dict]:
-    """Plans made under the current key, by question id (empty when none were stored)."""
+def stored_plans(context: RunContext, method_name: str, queries: Iterable[Query]) -> dict[str, dict]:
+    """The plans made under the current key for these queries, by id (a plan of another question text is left out)."""
     if not context.project.has_table("plans"):
         return {}
-    rows = context.project.db.execute("SELECT id, plan FROM plans WHERE method = ? AND key = ?",
+    rows = context.project.db.execute("SELECT id, question, plan FROM plans WHERE method = ? AND key = ?",
                                       [method_name, plan_key(context, method_name)]).fetchall()
-    return {qid: json.loads(plan) for qid, plan in rows}
+    stored = {qid: (question, plan) for qid, question, plan in rows}
+    return {q.id: json.loads(stored[q.id][1]) for q in queries
+            if q.id in stored and same_question(stored[q.id][0], q.text)}
 
 
 def method_class(name: str) -> type[Method]:
@@ -122,12 +127,6 @@ def method_class(name: str) -> type[Method]:
 
 def default_run_name(method: str, backbone: str) -> str:
     return f"{method}-{backbone.replace('/', '_')}"
-
-
-def finished_ids(context: RunContext, run: str) -> set[str]:
-    db = context.project.db
-    db.execute(_RECORDS_DDL)
-    return {row[0] for row in db.execute("SELECT id FROM records WHERE run = ?", [run]).fetchall()}
 
 
 def load_records(context_or_db, run: str) -> list[dict]:
@@ -147,27 +146,89 @@ def run_method(
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
     on_record: Callable[[RetrievalRecord], None] | None = None,
+    out: Path | None = None,
 ) -> tuple[str, int, int]:
-    """Retrieve for every query not yet in the run; return (run name, done now, skipped as already done)."""
+    """Retrieve for every query not yet in the run; return (run name, done now, skipped as already done).
+
+    A stored record is reused only for the question text it was made for; a record stored under a query's id
+    for another question raises RunConflictError before anything is written. With `out`, every query's record
+    (reused or new) is written to that JSONL file in query order as it completes, one flushed line each.
+    """
     run = run or default_run_name(method_name, context.backbone)
     db = context.project.db
-    if not resume:
-        db.execute(_RECORDS_DDL)
-        db.execute("DELETE FROM records WHERE run = ?", [run])
-    done = finished_ids(context, run)
-    todo = [q for q in queries if q.id not in done]
+    db.execute(_RECORDS_DDL)
+    queries = _distinct(queries)
+    stored = {} if not resume else dict(db.execute(
+        "SELECT id, json_extract_string(record, '$.question') FROM records WHERE run = ?", [run]).fetchall())
+    for query in queries:
+        if query.id in stored and not same_question(stored[query.id], query.text):
+            raise RunConflictError(
+                f"run {run!r} holds a record {query.id!r} for another question ({stored[query.id]!r}, not "
+                f"{query.text!r}); name another run with --run NAME, or redo this one with --fresh")
     cls = method_class(method_name)
-    plans = stored_plans(context, method_name) if hasattr(cls, "plan") else {}
-    count = 0
-    for record in _retrieve_all(context, cls, todo, workers, plans):
-        db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", [run, record.id, record.method,
-                                                                        record.to_json()])
-        count += 1
-        if on_record:
-            on_record(record)
-        if progress:
-            progress(1)
-    return run, count, len(queries) - len(todo)
+    sink = _open_out(out) if out is not None else None
+    if not resume:
+        db.execute("DELETE FROM records WHERE run = ?", [run])
+    done = {q.id for q in queries if q.id in stored}
+    todo = [q for q in queries if q.id not in done]
+    if progress and done:
+        progress(len(done))
+    plans = stored_plans(context, method_name, todo) if hasattr(cls, "plan") else {}
+    try:
+        fresh_records = _retrieve_all(context, cls, todo, workers, plans)
+        for query in queries:
+            if query.id in done:
+                if sink:
+                    _write_line(sink, _stored_record(db, run, query.id))
+                continue
+            record = next(fresh_records)
+            line = record.to_json()
+            db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", [run, record.id, record.method, line])
+            if sink:
+                _write_line(sink, line)
+            if on_record:
+                on_record(record)
+            if progress:
+                progress(1)
+    finally:
+        if sink:
+            sink.close()
+    return run, len(todo), len(done)
+
+
+class RunConflictError(KgrError):
+    """A run already holds a record under a query's id for another question (ids reused by another file)."""
+
+    status = ExitStatus.USAGE
+
+
+def _distinct(queries: Iterable[Query]) -> list[Query]:
+    """Queries with repeats of the same id and text dropped; one id for two texts is an error."""
+    seen: dict[str, Query] = {}
+    for query in queries:
+        first = seen.setdefault(query.id, query)
+        if not same_question(first.text, query.text):
+            raise KgrError(f"two questions share the id {query.id!r}: {first.text!r} and {query.text!r}")
+    return list(seen.values())
+
+
+def _open_out(path: Path):
+    """Open the --out JSONL file for writing, reporting a path that cannot be written as one line."""
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise KgrError(f"{path}: cannot write the records ({exc.strerror})") from None
+
+
+def _stored_record(db, run: str, qid: str) -> str:
+    """A stored record's JSON line, as written when it was retrieved."""
+    return db.execute("SELECT record FROM records WHERE run = ? AND id = ?", [run, qid]).fetchone()[0]
+
+
+def _write_line(handle, line: str) -> None:
+    """Append one complete JSONL line and flush it, so a killed run leaves only whole records behind."""
+    handle.write(line + "\n")
+    handle.flush()
 
 
 def _retrieve(method: Method, query: Query, plans: dict[str, dict]) -> RetrievalRecord:
@@ -200,10 +261,3 @@ def _retrieve_all(context: RunContext, cls: type[Method], queries: list[Query], 
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         yield from pool.map(work, queries)
-
-
-def export_jsonl(context: RunContext, run: str, path: Path, ids: Iterable[str] | None = None) -> int:
-    """Write a run's records (optionally only some ids) to a JSONL file."""
-    wanted = set(ids) if ids is not None else None
-    rows = [r for r in load_records(context, run) if wanted is None or r["id"] in wanted]
-    return write_jsonl(path, (RetrievalRecord(**r) for r in rows))
