@@ -1,0 +1,103 @@
+"""`kgr.methods.runner`: resumable runs keyed by question text, --out written as records complete, plans per text.
+
+Runs BM25 (no reach, no backbone) and DotRAG planning on a private copy of the tiny movie graph.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from kgr.errors import ExitStatus, KgrError
+from kgr.methods.base import Query, RunContext
+from kgr.methods.runner import RunConflictError, load_records, run_method, run_plans, stored_plans
+from kgr.project import Project
+from kgr.store import GraphStore
+from test_dotrag import build_tiny_movies
+
+QUERIES = [Query("q1", "who directed [Dark Harbor]"), Query("q2", "who starred in [Dark Harbor]"),
+           Query("q3", "what genre is [Dark Harbor]")]
+
+
+@pytest.fixture
+def context(tmp_path_factory, tmp_path):
+    """A run context on a private copy of the tiny movie project."""
+    target = tmp_path / "project"
+    shutil.copytree(build_tiny_movies(tmp_path_factory), target, ignore=shutil.ignore_patterns(".kgr.lock"))
+    with Project.open(target, write=True) as project:
+        yield RunContext(project, project.config, GraphStore(project), "retrieve")
+
+
+def test_out_grows_as_records_complete_and_holds_reused_ones(context, tmp_path):
+    out = tmp_path / "records.jsonl"
+    seen_lines = []
+
+    def on_record(record):
+        seen_lines.append(len(out.read_text(encoding="utf-8").splitlines()))
+
+    run_method(context, "bm25", QUERIES[:1], run="r")
+    advanced = []
+    assert run_method(context, "bm25", QUERIES, run="r", out=out, on_record=on_record,
+                      progress=advanced.append) == ("r", 2, 1)
+    # The reused q1 line is written first, then each new record as soon as it is stored.
+    assert seen_lines == [2, 3]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r["question"]) for r in rows] == [(q.id, q.text) for q in QUERIES]
+    assert advanced == [1, 1, 1] and sum(advanced) == len(QUERIES)  # a resumed run's progress ends at its total
+
+
+def test_an_interrupted_run_keeps_complete_lines(context, tmp_path, monkeypatch):
+    from kgr.methods.baselines import BM25
+
+    out = tmp_path / "records.jsonl"
+    real = BM25.retrieve
+    calls = []
+
+    def interrupted(self, query, *args, **kwargs):
+        calls.append(query.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(BM25, "retrieve", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_method(context, "bm25", QUERIES, run="r", out=out)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["q1", "q2"]
+    assert [r["id"] for r in load_records(context, "r")] == ["q1", "q2"]
+
+
+def test_a_record_of_another_question_is_never_reused(context, tmp_path):
+    run_method(context, "bm25", QUERIES[:2], run="r")
+    before = load_records(context, "r")
+    other = [Query("q1", "who wrote [Dark Harbor]"), QUERIES[2]]
+    out = tmp_path / "kept.jsonl"
+    out.write_text("old\n", encoding="utf-8")
+    with pytest.raises(RunConflictError, match=r"run 'r' holds a record 'q1' for another question.*--run NAME.*--fresh") as err:
+        run_method(context, "bm25", other, run="r", out=out)
+    assert err.value.status == ExitStatus.USAGE
+    assert load_records(context, "r") == before and out.read_text(encoding="utf-8") == "old\n"  # nothing touched
+    # Whitespace differences are the same question; --fresh redoes the run for the new file.
+    assert run_method(context, "bm25", [Query("q1", " who directed  [Dark Harbor]")], run="r")[1:] == (0, 1)
+    assert run_method(context, "bm25", other, run="r", resume=False)[1:] == (2, 0)
+    assert [r["question"] for r in load_records(context, "r")] == [q.text for q in other]
+
+
+def test_repeated_queries_run_once_and_one_id_for_two_texts_is_refused(context):
+    assert run_method(context, "bm25", [QUERIES[0], QUERIES[0]], run="r")[1:] == (1, 0)
+    with pytest.raises(KgrError, match="two questions share the id 'q1'"):
+        run_method(context, "bm25", [QUERIES[0], Query("q1", "who wrote [Dark Harbor]")], run="s")
+
+
+def test_a_plan_of_another_question_is_replaced_not_used(context):
+    query = Query("q1", "who directed the movies written by [Wendy Scribe]")
+    assert run_plans(context, "dotrag", [query]) == (1, 0)
+    assert run_plans(context, "dotrag", [query]) == (0, 1)
+    other = Query("q1", "what genre is [Dark Harbor]")
+    assert stored_plans(context, "dotrag", [query]).keys() == {"q1"}
+    assert stored_plans(context, "dotrag", [other]) == {}  # the stored plan is for another text
+    assert run_plans(context, "dotrag", [other]) == (1, 0)
+    plan = stored_plans(context, "dotrag", [other])["q1"]
+    assert "Dark Harbor" in json.dumps(plan) and "Wendy Scribe" not in json.dumps(plan)
