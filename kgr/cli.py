@@ -112,13 +112,21 @@ def ingest(
         report = run_ingest(project, options, force=force, progress=bar)
     if as_json:
         print_json({"skipped": report.skipped, "counts": report.counts, "seconds": report.seconds,
-                    "encoded": report.encoded})
+                    "encoded": report.encoded, "skipped_records": report.skipped_records})
     elif report.skipped:
         output.info("ingest is up to date (same inputs and settings); use --force to redo it")
     else:
         counts = ", ".join(f"{value:,} {name}" for name, value in report.counts.items())
         times = ", ".join(f"{name} {value:.1f}s" for name, value in report.seconds.items())
         output.info(f"ingested {counts}; encoded {report.encoded:,} new texts ({times})")
+        if report.skipped_records:
+            shown = report.skipped_records[:3]
+            more = f"; {len(report.skipped_records) - len(shown):,} more (--json lists all)" \
+                if len(report.skipped_records) > len(shown) else ""
+            from rich.markup import escape
+
+            output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "
+                               + "; ".join(shown) + more))
 
 
 @app.command()

@@ -14,6 +14,8 @@ class Entity:
     name: str
     types: list[str] = field(default_factory=list)
     description: str = ""
+    # Indexes into Graph.passages of the passages the entity was extracted from (its provenance).
+    sources: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -24,6 +26,8 @@ class Relationship:
     relation: str
     target: str
     description: str = ""
+    # Indexes into Graph.passages of the passages the edge was extracted from (its provenance).
+    sources: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -42,6 +46,8 @@ class Graph:
     entities: dict[str, Entity] = field(default_factory=dict)
     relationships: list[Relationship] = field(default_factory=list)
     passages: list[Passage] = field(default_factory=list)
+    # Input records left out as malformed, each "file:line: what was wrong" (reported, not fatal).
+    skipped: list[str] = field(default_factory=list)
 
     def entity(self, key: str, name: str | None = None) -> Entity:
         """Return the entity with this key, creating it (named `name` or the key) if new."""

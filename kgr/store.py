@@ -77,6 +77,26 @@ class GraphStore:
             linked.setdefault(eid, []).append(pid)
         return linked
 
+    def _links(self, table: str, column: str) -> dict[int, list[int]]:
+        """`column` id -> passage ids from a provenance table (none in projects ingested before it existed)."""
+        present = self._db.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                                   [table]).fetchone()[0]
+        linked: dict[int, list[int]] = {}
+        if present:
+            for key, pid in self._db.execute(f"SELECT {column}, pid FROM {table} ORDER BY {column}, pid").fetchall():
+                linked.setdefault(key, []).append(pid)
+        return linked
+
+    @cached_property
+    def relationship_passages(self) -> dict[int, list[int]]:
+        """Provenance: rid -> the passages the relationship was extracted from."""
+        return self._links("relationship_passages", "rid")
+
+    @cached_property
+    def entity_source_passages(self) -> dict[int, list[int]]:
+        """Provenance: eid -> the passages the entity was extracted from (title links are `entity_passages`)."""
+        return self._links("entity_source_passages", "eid")
+
     @cached_property
     def encoder(self) -> Encoder:
         if self._encoder is not None:
@@ -113,7 +133,7 @@ class GraphStore:
         """Load everything retrieval touches, so per-question latency excludes initialization."""
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
         if self.passages:
-            _ = self.passage_vectors, self.entity_passages
+            _ = self.passage_vectors, self.entity_passages, self.relationship_passages, self.entity_source_passages
         self.encoder.encode_query("warm up")
 
     def adjacency(self) -> dict[int, list[tuple[int, int]]]:

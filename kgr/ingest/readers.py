@@ -14,7 +14,8 @@ from kgr.errors import InputError
 from kgr.graph import Entity, Passage
 
 # Our field names, which the `columns` option maps to a file's own header names or JSON keys.
-FIELDS = ("subject", "relation", "object", "source", "target", "id", "name", "type", "types", "description")
+FIELDS = ("subject", "relation", "object", "source", "target", "id", "name", "type", "types", "description",
+          "sources")
 
 # LightRAG joins merged values with this separator and uses UNKNOWN for an entity type it does not know.
 LIGHTRAG_SEP = "<SEP>"
@@ -23,6 +24,8 @@ LIGHTRAG_UNKNOWN = "UNKNOWN"
 LIGHTRAG_RELATION = "related_to"
 
 Edge = tuple[int, str, str, str, str]  # (line, source key, relation, target key, description)
+# A provenance reference: a passage id or title (str), or the index of one of the batch's own passages (int).
+SourceRef = str | int
 
 
 @dataclass
@@ -36,6 +39,11 @@ class Batch:
     keyed: bool = False
     # (line, passage, the input's own key if it gave one); keys are assigned when batches are merged.
     passages: list[tuple[int | None, Passage, str | None]] = field(default_factory=list)
+    # Provenance: index into `edges` / `entities` -> the passages that record was extracted from.
+    edge_sources: dict[int, list[SourceRef]] = field(default_factory=dict)
+    entity_sources: dict[int, list[SourceRef]] = field(default_factory=dict)
+    # Records left out as malformed, each "file:line: what was wrong" (reported, not fatal).
+    skipped: list[str] = field(default_factory=list)
 
 
 def read_text(path: Path) -> str:
@@ -182,9 +190,27 @@ def _types(value: object, path: Path, line: int | None, separator: str | None) -
     return found
 
 
+def _source_refs(record: dict, kind: str, path: Path, line: int | None, separator: str | None) -> list[SourceRef]:
+    """The passages a record names as its provenance: `sources`, or `source` on a triple or entity record
+    (on a relationship record `source` is the edge's head)."""
+    refs: list[SourceRef] = []
+    for name in ("sources", "source") if kind != "relationship" else ("sources",):
+        value = record.get(name)
+        for item in value if isinstance(value, list) else [value]:
+            text = _scalar(item, name, path, line)
+            for part in text.split(separator) if separator else [text]:
+                if part.strip() and part.strip() not in refs:
+                    refs.append(part.strip())
+    return refs
+
+
 def _add_record(batch: Batch, kind: str, record: dict, path: Path, line: int | None,
                 type_separator: str | None = None) -> None:
     """Append one triple, relationship or entity record (fields already under our names) to a batch."""
+    refs = _source_refs(record, kind, path, line, type_separator)
+    if refs:
+        index = len(batch.entities) if kind == "entity" else len(batch.edges)
+        (batch.entity_sources if kind == "entity" else batch.edge_sources)[index] = refs
     if kind == "entity":
         key = _scalar(record.get("id"), "id", path, line)
         name = _scalar(record.get("name"), "name", path, line)
@@ -349,12 +375,30 @@ def read_lightrag(path: Path, text: str) -> Batch:
             if missing:
                 raise InputError(path, f"{section[:-1]} without {', '.join(missing)}", line)
             _add_lightrag_item(batch, section, item, path, line)
+    _resolve_chunk_sources(batch)
     return require_records(batch, 1, "empty entities, relationships and chunks")
+
+
+def _resolve_chunk_sources(batch: Batch) -> None:
+    """Point `source_id` references at the file's own chunks that carry that source_id (several may)."""
+    chunks: dict[str, list[int]] = {}
+    for index, (_, _, key) in enumerate(batch.passages):
+        if key is not None:
+            chunks.setdefault(key.rsplit("#", 1)[0], []).append(index)
+    for table in (batch.entity_sources, batch.edge_sources):
+        for index, refs in table.items():
+            table[index] = list(dict.fromkeys(r for ref in refs for r in chunks.get(ref, [ref])))
 
 
 def _add_lightrag_item(batch: Batch, section: str, item: dict, path: Path, line: int | None) -> None:
     """Add one LightRAG entity, relationship or chunk to the batch."""
     description = _scalar(item.get("description"), "description", path, line)
+    if section != "chunks":
+        refs = [r.strip() for r in _scalar(item.get("source_id"), "source_id", path, line).split(LIGHTRAG_SEP)
+                if r.strip() and r.strip().upper() != LIGHTRAG_UNKNOWN]
+        if refs:
+            table = batch.entity_sources if section == "entities" else batch.edge_sources
+            table[len(batch.entities) if section == "entities" else len(batch.edges)] = refs
     if section == "entities":
         name = _scalar(item["entity_name"], "entity_name", path, line)
         types = [t for t in _types(item.get("entity_type"), path, line, LIGHTRAG_SEP)

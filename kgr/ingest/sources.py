@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kgr.errors import InputError
 from kgr.graph import Entity, Graph, Relationship, default_description, normalize_name
-from kgr.ingest import readers
+from kgr.ingest import extracted, readers
 from kgr.ingest.types import assign_types, load_schema
 
-FORMATS = ("triples", "csv", "tsv", "jsonl", "json", "lightrag")
+FORMATS = ("triples", "csv", "tsv", "jsonl", "json", "lightrag", "openie", "graphrag")
 
 # Header names that mark the first line of a delimited text file as a header rather than a triple.
 _HEADER_WORDS = frozenset(readers.FIELDS)
@@ -34,7 +34,9 @@ def read_graph(paths: list[Path], *, fmt: str | None = None, passages: Iterable[
 
 def read_file(path: Path, *, fmt: str | None = None, columns: dict[str, str] | None = None,
               delimiter: str | None = None) -> readers.Batch:
-    """Read one graph file in the given or detected format."""
+    """Read one graph file in the given or detected format (a GraphRAG output folder is one input too)."""
+    if fmt == "graphrag" or (fmt is None and path.is_dir()):
+        return extracted.read_graphrag(path)
     text = readers.read_text(path)
     fmt, delimiter = detect_format(path, text, fmt, delimiter, header=bool(columns))
     if fmt == "triples":
@@ -47,6 +49,8 @@ def read_file(path: Path, *, fmt: str | None = None, columns: dict[str, str] | N
         return readers.read_jsonl(path, text, columns)
     if fmt == "json":
         return readers.read_json(path, text, columns)
+    if fmt == "openie":
+        return extracted.read_openie(path, text)
     return readers.read_lightrag(path, text)
 
 
@@ -66,7 +70,7 @@ def detect_format(path: Path, text: str, fmt: str | None, delimiter: str | None,
     if fmt is None and suffix in (".jsonl", ".ndjson"):
         fmt = "jsonl"
     if fmt is None and first[0] in "[{":
-        fmt = "json" if first[0] == "[" else _json_object_format(first)
+        fmt = "json" if first[0] == "[" else "openie" if extracted.is_openie(text) else _json_object_format(first)
     if fmt is not None:
         return fmt, delimiter or "|"
     if delimiter is None:
@@ -104,7 +108,7 @@ def merge(batches: list[readers.Batch]) -> Graph:
     for batch in batches:
         for line, entity in batch.entities:
             _declare(entities, declared_at, entity, batch.path, line)
-    seen: set[tuple[str, str, str, str]] = set()
+    seen: dict[tuple[str, str, str, str], int] = {}
     relationships = graph.relationships
     for batch in batches:
         strict = batch.keyed and bool(declared_at)
@@ -117,10 +121,12 @@ def merge(batches: list[readers.Batch]) -> Graph:
                     entities[key] = Entity(key=key, name=key)
             edge = (source, relation, target, description)
             if edge not in seen:
-                seen.add(edge)
+                seen[edge] = len(relationships)
                 relationships.append(Relationship(source, relation, target, description))
     keys: dict[str, tuple[Path, int | None]] = {}
+    offsets: list[int] = []
     for batch in batches:
+        offsets.append(len(graph.passages))
         for line, passage, key in batch.passages:
             passage.key = key if key is not None else str(len(graph.passages))
             if passage.key in keys:
@@ -128,7 +134,41 @@ def merge(batches: list[readers.Batch]) -> Graph:
                 raise InputError(batch.path, f"passage id {passage.key!r} repeats (first at {where})", line)
             keys[passage.key] = (batch.path, line)
             graph.passages.append(passage)
+    _attach_sources(graph, batches, offsets, seen)
+    for batch in batches:
+        graph.skipped.extend(batch.skipped)
     return graph
+
+
+def _attach_sources(graph: Graph, batches: list[readers.Batch], offsets: list[int],
+                    edge_index: dict[tuple[str, str, str, str], int]) -> None:
+    """Resolve each record's provenance references to passage indexes: a batch's own passage, else a passage id,
+    else every passage with that title; a reference naming no passage is bad input."""
+    by_key = {p.key: index for index, p in enumerate(graph.passages)}
+    by_title: dict[str, list[int]] = {}
+    for index, passage in enumerate(graph.passages):
+        by_title.setdefault(normalize_name(passage.title), []).append(index)
+
+    def resolve(ref: readers.SourceRef, offset: int, path: Path, line: int | None) -> list[int]:
+        if isinstance(ref, int):
+            return [offset + ref]
+        if ref in by_key:
+            return [by_key[ref]]
+        found = by_title.get(normalize_name(ref))
+        if not found:
+            hint = "" if graph.passages else " (no passages were given: add them with --passages)"
+            raise InputError(path, f"source {ref!r} names no passage id or title{hint}", line)
+        return found
+
+    for batch, offset in zip(batches, offsets):
+        for index, refs in batch.entity_sources.items():
+            line, entity = batch.entities[index]
+            target = graph.entities[entity.key].sources
+            target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
+        for index, refs in batch.edge_sources.items():
+            line, source, relation, target_key, description = batch.edges[index]
+            target = graph.relationships[edge_index[(source, relation, target_key, description)]].sources
+            target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
 
 
 def _declare(entities: dict[str, Entity], declared_at: dict[str, tuple[Path, int | None]], entity: Entity,

@@ -27,10 +27,17 @@ class IngestOptions:
     delimiter: str | None = None
 
     def fingerprint(self) -> str:
-        files = [*self.paths, *self.passages, *([self.schema] if self.schema else [])]
-        for path in files:
-            if not Path(path).is_file():
-                raise InputError(path, "no such file")
+        from kgr.ingest.extracted import graphrag_tables, is_graphrag
+
+        files = []
+        for path in [*self.paths, *self.passages, *([self.schema] if self.schema else [])]:
+            if is_graphrag(Path(path)) and path in self.paths:
+                files.extend(graphrag_tables(Path(path)).values())
+            elif Path(path).is_file():
+                files.append(path)
+            else:
+                raise InputError(path, "no such file" if not Path(path).is_dir() else
+                                 "a folder, but not a GraphRAG output folder (entities.parquet, relationships.parquet)")
         return fingerprint([file_fingerprint([Path(p) for p in files]), self.fmt, self.columns, self.delimiter,
                             [p.name for p in self.passages], self.schema is not None])
 
@@ -43,6 +50,8 @@ class IngestReport:
     counts: dict[str, int]
     seconds: dict[str, float]
     encoded: int = 0
+    # Malformed input records left out, each "file:line: what was wrong".
+    skipped_records: list[str] = field(default_factory=list)
 
 
 def entity_text(name: str, description: str) -> str:
@@ -72,8 +81,12 @@ def run_ingest(
     links = link_passages(graph)
     tables = graph_tables(graph, links)
     read_s = time.time() - started
-    report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress)
+    skipped = {"skipped_records": len(graph.skipped)} if graph.skipped else None
+    report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress,
+                         counts_extra=skipped)
     report.seconds = {"read": round(read_s, 3), **report.seconds}
+    report.counts.update(skipped or {})
+    report.skipped_records = graph.skipped
     return report
 
 
@@ -174,6 +187,15 @@ def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[s
         "entity_passages": {
             "eid": [eid[key] for key, _ in links],
             "pid": [pid for _, pid in links],
+        },
+        # Provenance: the passages each relationship and entity was extracted from.
+        "relationship_passages": {
+            "rid": [rid for rid, r in enumerate(graph.relationships) for _ in r.sources],
+            "pid": [pid for r in graph.relationships for pid in r.sources],
+        },
+        "entity_source_passages": {
+            "eid": [eid[e.key] for e in entities for _ in e.sources],
+            "pid": [pid for e in entities for pid in e.sources],
         },
     }
 
