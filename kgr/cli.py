@@ -94,13 +94,15 @@ def ingest(
     column: list[str] = typer.Option([], "--column", help="Map a field to a header, e.g. subject=head."),
     delimiter: Optional[str] = typer.Option(None, "--delimiter", help="Field delimiter for CSV/TSV/triples."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="Model name or local path."),
+    replace: bool = typer.Option(False, "--replace", help="Replace the project's graph with these inputs."),
+    append: bool = typer.Option(False, "--append", help="Add these inputs to the project's graph."),
     settings: list[str] = SetOption,
     force: bool = ForceOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Load a knowledge graph (and passages) into the project and embed it."""
-    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.ingest.stage import IngestOptions, ingest_mode, run_ingest
     from kgr.project import Project
 
     output = Output(quiet)
@@ -108,8 +110,9 @@ def ingest(
     options = IngestOptions(paths=graph, fmt=fmt, passages=passages, schema=schema, columns=columns,
                             delimiter=delimiter)
     overrides = parse_settings(settings, **{"embedding.model": embedding_model})
+    mode = ingest_mode(replace, append)
     with Project.open(directory, write=True, create=True, overrides=overrides) as project, output.progress() as bar:
-        report = run_ingest(project, options, force=force, progress=bar)
+        report = run_ingest(project, options, force=force, mode=mode, progress=bar)
     if as_json:
         print_json({"skipped": report.skipped, "counts": report.counts, "seconds": report.seconds,
                     "encoded": report.encoded, "skipped_records": report.skipped_records})

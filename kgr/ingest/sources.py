@@ -19,15 +19,17 @@ _HEADER_WORDS = frozenset(readers.FIELDS)
 
 def read_graph(paths: list[Path], *, fmt: str | None = None, passages: Iterable[Path] = (),
                schema: Path | None = None, columns: dict[str, str] | None = None,
-               delimiter: str | None = None) -> Graph:
-    """Read graph files (and passage files) into one typed Graph; `fmt=None` detects each file's format."""
+               delimiter: str | None = None, base: readers.Batch | None = None) -> Graph:
+    """Read graph files (and passage files) into one typed Graph; `fmt=None` detects each file's format.
+
+    `base` (a project's current graph, for `kgr ingest --append`) is merged in first, as if it were the first file."""
     if fmt is not None and fmt not in FORMATS:
         raise InputError(paths[0] if paths else "-", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     # The schema is checked before the (possibly large) inputs are read so a typo fails fast.
     loaded_schema = load_schema(Path(schema)) if schema is not None else None
     batches = [read_file(Path(path), fmt=fmt, columns=columns, delimiter=delimiter) for path in paths]
     batches += [readers.read_passages(Path(path)) for path in passages]
-    graph = merge(batches)
+    graph = merge(([base] if base is not None else []) + batches)
     assign_types(graph, loaded_schema)
     return graph
 

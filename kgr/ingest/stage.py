@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 from kgr.embed import EmbeddingCheckpoint, Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
-from kgr.errors import InputError
-from kgr.graph import Graph
+from kgr.errors import ExitStatus, InputError, KgrError
+from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+# One row per ingest the current graph was built from (one, or more after `--append`), written with the graph.
+INPUTS_TABLE = "ingest_inputs"
+MODES = ("replace", "append")
+
+
+class IngestRefused(KgrError):
+    """An ingest that cannot run as asked (it would replace or double the graph unasked); nothing is written."""
+
+    status = ExitStatus.USAGE
+
+
+def ingest_mode(replace: bool, append: bool) -> str | None:
+    """The `mode` of `run_ingest` the --replace / --append flags ask for."""
+    if replace and append:
+        raise IngestRefused("--replace and --append exclude each other; give one")
+    return "replace" if replace else "append" if append else None
 
 
 @dataclass
@@ -41,6 +59,113 @@ class IngestOptions:
         return fingerprint([file_fingerprint([Path(p) for p in files]), self.fmt, self.columns, self.delimiter,
                             [p.name for p in self.passages], self.schema is not None])
 
+    def files(self) -> list[str]:
+        """The graph and passage files as given, for messages and the inputs table."""
+        return [str(p) for p in [*self.paths, *self.passages]]
+
+
+@dataclass
+class HeldInput:
+    """One ingest the project's current graph was built from."""
+
+    fingerprint: str
+    files: list[str]
+    schema: str
+
+
+def combined_fingerprint(parts: Sequence[str]) -> str:
+    """The input fingerprint of a graph built by these ingests: a single ingest's own, else a hash of them all."""
+    return parts[0] if len(parts) == 1 else fingerprint(["append", *parts])
+
+
+def held_inputs(project: Project) -> list[HeldInput] | None:
+    """The ingests the current graph was built from, oldest first; None when none ran or none were recorded
+    (a graph from an older kgr or from `kgr perturb`): then only its manifest fingerprint is known."""
+    run = project.last_run("ingest")
+    if run is None or not project.has_table(INPUTS_TABLE):
+        return None
+    rows = project.db.execute(f"SELECT fingerprint, files, schema FROM {INPUTS_TABLE} ORDER BY part").fetchall()
+    parts = [HeldInput(fp, json.loads(files), schema) for fp, files, schema in rows]
+    # A table left from a graph this one replaced without recording its inputs does not describe this graph.
+    if not parts or combined_fingerprint([p.fingerprint for p in parts]) != run.input_fingerprint:
+        return None
+    return parts
+
+
+def _names(files: Sequence[str]) -> str:
+    return ", ".join(Path(f).name for f in files) or "no files"
+
+
+def _decide(project: Project, options: IngestOptions, input_fp: str, mode: str | None,
+            force: bool) -> tuple[str, list[HeldInput]]:
+    """What this ingest does: "skip", "replace" (or a first ingest) or "append"; and the inputs already held.
+
+    The same inputs are those whose fingerprint (the files' names and contents, the reader options and whether a
+    schema was given) the current graph was built from; inputs appended earlier count as held too."""
+    run = project.last_run("ingest")
+    if run is None:
+        return "replace", []
+    held = held_inputs(project)
+    held_fps = [p.fingerprint for p in held] if held else [run.input_fingerprint]
+    current = project.is_current("ingest", input_fp)
+    if mode == "replace" or (mode is None and input_fp == run.input_fingerprint):
+        return ("skip" if current and not force else "replace"), held or []
+    if input_fp in held_fps:
+        # Part of an appended graph: already in it. Redoing it alone would drop the other parts.
+        if not force and project.config_fingerprint("ingest") == run.config_fingerprint:
+            return "skip", held or []
+        raise IngestRefused(f"{project.root}: the inputs given ({_names(options.files())}) are already part of its "
+                            f"graph, built from {_names([f for p in held or [] for f in p.files])}; use --replace "
+                            f"to rebuild the graph from the inputs given alone")
+    if mode == "append":
+        if held is None:
+            raise IngestRefused(f"{project.root}: its graph records no inputs to append to (made by `kgr perturb` or "
+                                f"an older kgr); use --replace, or ingest all the files at once")
+        schemas = sorted({p.schema for p in held if p.schema})
+        if schemas and options.schema is None:
+            raise IngestRefused(f"{project.root}: its entities were typed by the schema {', '.join(schemas)}; "
+                                f"give --schema for the appended files too")
+        return "append", held
+    holds = f"from {_names([f for p in held for f in p.files])}" if held else "from other inputs"
+    counts = run.counts
+    raise IngestRefused(
+        f"{project.root}: already holds a graph {holds} ({counts.get('relationships', 0):,} relationships, "
+        f"{counts.get('entities', 0):,} entities) and the inputs given ({_names(options.files())}) differ: add "
+        f"--replace to replace the graph with them or --append to add them to it")
+
+
+def held_graph(project: Project) -> "Batch":
+    """The project's current graph as a batch to merge appended files into.
+
+    Descriptions kgr generated are left empty, so they are generated again for the merged names and an appended
+    copy of an edge is recognised as the same edge."""
+    from kgr.ingest.readers import Batch
+
+    db = project.db
+    batch = Batch(project.db_path)
+    types: dict[int, list[str]] = {}
+    for eid, type_name in db.execute("SELECT eid, type FROM entity_types ORDER BY rowid").fetchall():
+        types.setdefault(eid, []).append(type_name)
+    rows = db.execute("SELECT eid, key, name, description FROM entities ORDER BY eid").fetchall()
+    keys, names = [row[1] for row in rows], [row[2] for row in rows]
+    batch.entities = [(None, Entity(key=key, name=name, types=types.get(eid, []), description=description))
+                      for eid, key, name, description in rows]
+    for src, dst, relation, description in db.execute(
+            "SELECT src, dst, relation, description FROM relationships ORDER BY rid").fetchall():
+        generated = description == default_description(names[src], relation, names[dst])
+        batch.edges.append((None, keys[src], relation, keys[dst], "" if generated else description))
+    batch.passages = [(None, Passage(key="", title=title, text=text), key) for key, title, text in
+                      db.execute("SELECT key, title, text FROM passages ORDER BY pid").fetchall()]
+    # Provenance, when the graph records it: passage ids are the base batch's own passage positions.
+    for table, column, sources in (("relationship_passages", "rid", "edge_sources"),
+                                   ("entity_source_passages", "eid", "entity_sources")):
+        if project.has_table(table):
+            found: dict[int, list[int]] = {}
+            for index, pid in db.execute(f"SELECT {column}, pid FROM {table} ORDER BY rowid").fetchall():
+                found.setdefault(index, []).append(pid)
+            setattr(batch, sources, found)
+    return batch
+
 
 @dataclass
 class IngestReport:
@@ -64,26 +189,40 @@ def run_ingest(
     options: IngestOptions,
     *,
     force: bool = False,
+    mode: str | None = None,
     progress: ProgressFactory | None = None,
 ) -> IngestReport:
-    """Read, type, embed and store the graph; skip when the same inputs and config are already ingested."""
+    """Read, type, embed and store the graph; skip when the same inputs and config are already ingested.
+
+    Other inputs than the graph's are refused (IngestRefused) unless `mode` is "replace" (the graph is replaced)
+    or "append" (their records are added to the graph; texts already embedded are reused)."""
     from kgr.ingest import fill_descriptions, link_passages, read_graph
 
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     started = time.time()
-    input_fp = options.fingerprint()
-    if not force and project.is_current("ingest", input_fp):
+    part_fp = options.fingerprint()
+    action, held = _decide(project, options, part_fp, mode, force)
+    if action == "skip":
         return IngestReport(skipped=True, counts=project.last_run("ingest").counts, seconds={})
+    parts = [*held, HeldInput(part_fp, options.files(), Path(options.schema).name if options.schema else "")]
+    if action != "append":
+        parts = parts[-1:]
+    input_fp = combined_fingerprint([p.fingerprint for p in parts])
     graph = read_graph(
         options.paths, fmt=options.fmt, passages=options.passages, schema=options.schema,
         columns=options.columns, delimiter=options.delimiter,
+        base=held_graph(project) if action == "append" else None,
     )
     fill_descriptions(graph)
     links = link_passages(graph)
     tables = graph_tables(graph, links)
     read_s = time.time() - started
     skipped = {"skipped_records": len(graph.skipped)} if graph.skipped else None
+    inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
+              "files": [json.dumps(p.files) for p in parts], "schema": [p.schema for p in parts]}
     report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress,
-                         counts_extra=skipped)
+                         counts_extra=skipped, extra_tables={INPUTS_TABLE: (inputs, {"part"})})
     report.seconds = {"read": round(read_s, 3), **report.seconds}
     report.counts.update(skipped or {})
     report.skipped_records = graph.skipped
