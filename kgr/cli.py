@@ -355,7 +355,7 @@ def retrieve(
 ) -> None:
     """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
     from kgr.methods.records import write_jsonl
-    from kgr.methods.runner import method_class, open_run, run_method
+    from kgr.methods.runner import check_resumable, method_class, open_run, run_method
     from kgr.project import Project
 
     output = Output(quiet)
@@ -376,6 +376,8 @@ def retrieve(
                 output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, "
                             f"{record.llm_calls} backbone calls, {record.latency_ms:.0f} ms")
             return
+        if not fresh:
+            check_resumable(context, method, queries, run)  # refuses before the progress bar starts
         with output.progress() as bar:
             name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
                                              progress=bar(f"retrieving ({method})", len(queries)), out=out)
@@ -418,31 +420,29 @@ def evaluate_command(
     limit: int = LimitOption,
     seed: int = SeedOption,
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for JSON, CSV, Markdown and PNG reports."),
+    hops: list[int] = typer.Option([], "--hops", min=1, help="Hop count of the questions, over JSONL `hops` and "
+                                   "the path: once for all files or once per --questions (repeatable)."),
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Score stored runs against question sets: recall, precision, F1, golden proximity, cost and latency."""
-    from kgr.evaluate.questions import load_questions
+    from rich.markup import escape
+
+    from kgr.evaluate.questions import load_question_sets
     from kgr.evaluate.run import evaluate
     from kgr.project import Project
 
     output = Output(quiet)
-    sets = [(_split_label(path), load_questions(path)) for path in questions]
+    sets = load_question_sets(questions, hops)
     with Project.open(directory) as project:
         result = evaluate(project, sets, runs, out_dir=out, limit=limit or None, seed=seed,
                           console=None if (quiet or as_json) else output.out)
+    for warning in result.warnings:
+        output.info(f"[yellow]warning:[/yellow] {escape(warning)}")
     if as_json:
         print_json(result.to_dict())
     elif out:
         output.info(f"reports written to {out}")
-
-
-def _split_label(path: Path) -> str:
-    """A split name for a question file: `2-hop` from MetaQA paths, else the file's stem."""
-    from kgr.evaluate.questions import hops_from_path
-
-    hops = hops_from_path(path)
-    return f"{hops}-hop" if hops else path.stem
 
 
 @app.command()

@@ -9,6 +9,7 @@ from kgr.evaluate.diagnose import CUT_BY_BUDGET, FILTERED, NEVER_REACHED, NOT_RE
 from kgr.evaluate.gold import gold_for_questions, gold_intermediates
 from kgr.evaluate.metrics import (
     answers_in_context,
+    entity_key,
     entity_scores,
     normalize,
     passage_recall_at_k,
@@ -43,10 +44,19 @@ def test_anchor_inside_retrieved_counts_in_r_prime():
     assert entity_scores(["Anchor", "a"], ["a"], ["m"]) == (1.0, 0.5, pytest.approx(2 / 3), 0.0)
 
 
-def test_duplicates_count_once_and_names_are_normalized():
-    # "A  b", "a B" and "a b" are one entity; R' = {a b, z}: recall 1, precision 1/2, F1 2/3.
-    assert entity_scores(["A  b", "a B", "z", "a b"], [" a b "], []) == (1.0, 0.5, pytest.approx(2 / 3), None)
-    assert normalize("  The\tMatrix  Reloaded ") == "the matrix reloaded"
+def test_duplicates_count_once_and_whitespace_is_collapsed():
+    # "a  b" and " a b " are one entity; R' = {a b, z}: recall 1, precision 1/2, F1 2/3.
+    assert entity_scores(["a  b", "z", "a b"], [" a b "], []) == (1.0, 0.5, pytest.approx(2 / 3), None)
+    assert entity_key("  The\tMatrix  Reloaded ") == "The Matrix Reloaded"
+    assert normalize("  The\tMatrix  Reloaded ") == "the matrix reloaded"  # titles and context text
+
+
+def test_names_differing_by_case_are_distinct_entities():
+    # MetaQA's tag "chris pine" is not the actor "Chris Pine": retrieving the actor misses the tag answer.
+    assert entity_scores(["Chris Pine"], ["chris pine"], []) == (0.0, 0.0, 0.0, None)
+    assert entity_scores(["chris pine", "Chris Pine"], ["chris pine"], []) == (1.0, 0.5, pytest.approx(2 / 3), None)
+    # The context is text: an answer found in it in any case counts.
+    assert answers_in_context("Star Trek starred Chris Pine.", ["chris pine"]) == 1.0
 
 
 def test_answer_that_is_also_intermediate_stays():
@@ -113,14 +123,32 @@ def test_score_run_macro_averages_and_missing():
 def test_score_run_passages_and_tolerant_records():
     questions = [q("q1", ["a"], passages=["P1", "P2"]), q("q2", ["b"], passages=["P3"])]
     records = [
-        {"id": "q1", "entities": ["a"], "passages": ["P1", "X", "P2"], "latency_ms": None},
-        {"id": "q2", "entities": ["b"]},  # no passages, no context, no cost fields
+        {"id": "q1", "question": "?", "entities": ["a"], "passages": ["P1", "X", "P2"], "latency_ms": None},
+        {"id": "q2", "question": "?", "entities": ["b"]},  # no passages, no context, no cost fields
     ]
     scores, summary = score_run(records, questions, ks=(1, 3))
     assert scores[0].passage_recall == {1: 0.5, 3: 1.0}
     assert scores[1].passage_recall is None and scores[1].answers_in_context is None
     assert summary.passage_recall == {1: 0.5, 3: 1.0} and summary.n_passages == 1
     assert summary.latency_ms_median is None and summary.llm_calls_total == 0
+
+
+def test_records_of_another_question_text_are_not_scored():
+    # The run's record under q1's id was made for another question (ids reused): q1 counts as missing.
+    questions = [q("q1", ["a"]), q("q2", ["b"])]
+    records = [record("q1", ["a"], question="who else?"), record("q2", ["b"], question="  ? ")]
+    scores, summary = score_run(records, questions)
+    assert [(s.missing, s.mismatched, s.recall) for s in scores] == [(True, True, 0.0), (False, False, 1.0)]
+    assert (summary.n_missing, summary.n_mismatched, summary.missing_ids) == (1, 1, ["q1"])
+    assert summary.llm_calls_total == 2  # only the matched record's cost counts
+
+
+def test_records_with_unmatched_mentions_are_counted():
+    questions = [q("q1", ["a"]), q("q2", ["b"]), q("q3", ["c"])]
+    records = [record("q1", [], unmatched_mentions=["Zebra Motors"]), record("q2", ["b"], unmatched_mentions=[])]
+    scores, summary = score_run(records, questions)
+    assert [s.unmatched for s in scores] == [True, False, False]
+    assert summary.n_unmatched == 1 and summary.n_missing == 1
 
 
 def test_duplicate_records_are_rejected():
@@ -208,8 +236,8 @@ def test_diagnose_stages():
     question = q("q1", ["a", "b", "c", "d", "e"])
     rec = {
         "id": "q1",
-        "entities": ["A"],
-        "trace": {"reached": ["a", "b", "c", "d"], "filtered": ["B", "c"], "cut_by_budget": ["c"]},
+        "entities": ["A", "a"],
+        "trace": {"reached": ["a", "b", "c", "d"], "filtered": ["b", "c"], "cut_by_budget": ["c"]},
     }
     diagnosis = diagnose(rec, question, {"m", "a"})
     assert diagnosis.answers == {"b": FILTERED, "c": CUT_BY_BUDGET, "d": NOT_RETRIEVED, "e": NEVER_REACHED}

@@ -119,3 +119,18 @@ def test_method_colors_are_stable():
     second = method_colors(["DotRAG (gpt-4o)", "custom", "CS-RAG"])
     assert first["dotrag-k10"] == second["DotRAG (gpt-4o)"]
     assert len(set(first.values())) == 3 and len(set(second.values())) == 3
+
+
+def test_terminal_table_shows_missing_unmatched_and_zero_columns():
+    # An offline run: zero calls and tokens are worth showing, and so are missing and unmatched counts.
+    offline = Summary(n_questions=5, recall=0.5, precision=0.5, f1=0.5, gp=None, n_gp=0, n_missing=2,
+                      missing_ids=["a", "b"], n_unmatched=1, latency_ms_median=3.0)
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    for table in rich_tables([("bm25", "1-hop", offline)]):
+        console.print(table)
+    out = console.file.getvalue()
+    header = next(line for line in out.splitlines() if "missing" in line)
+    assert "unmatched" in header and "calls" in header and "tok in" in header
+    row = next(line for line in out.splitlines() if line.startswith("│ bm25 "))
+    cells = [cell.strip() for cell in row.strip("│").split("│")]
+    assert cells[:3] == ["bm25", "2", "1"] and "0.0" in cells  # missing 2, unmatched 1, calls 0.0

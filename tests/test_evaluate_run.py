@@ -10,7 +10,7 @@ import pytest
 
 from kgr.errors import KgrError
 from kgr.evaluate.diagnose import STAGES
-from kgr.evaluate.questions import load_questions
+from kgr.evaluate.questions import load_questions, question_id
 from kgr.evaluate.run import evaluate, graph_neighbors, queries_for
 from kgr.methods.base import RunContext
 from kgr.methods.runner import run_method
@@ -43,7 +43,7 @@ def project(metaqa_project, tmp_path_factory, question_sets):
 def test_queries_for(question_sets):
     q = question_sets[0][1][0]
     (query,) = queries_for([q])
-    assert query.id == q.id == "metaqa-1hop-000001"
+    assert query.id == q.id == question_id(q.question)
     assert query.text == q.question and query.plain == "what movies did Temuera Morrison act in"
 
 
@@ -100,21 +100,19 @@ def test_refusals(project, question_sets):
 
 
 class _Store:
-    """A tiny graph with two entities named `Up` (a movie and a tag): a-Up(1)-b, Up(3)-c."""
+    """A tiny graph with entities `Up` (twice: a-Up(1)-b, Up(5)-c) and a tag `up` (up(3)-c)."""
 
-    names = ["a", "Up", "b", "up", "c"]
-
-    @property
-    def name_index(self):
-        return {"a": [0], "up": [1, 3], "b": [2], "c": [4]}
+    names = ["a", "Up", "b", "up", "c", "Up"]
 
     def adjacency(self):
-        return {0: [(1, 0)], 1: [(0, 0), (2, 1)], 2: [(1, 1)], 3: [(4, 2)], 4: [(3, 2)]}
+        return {0: [(1, 0)], 1: [(0, 0), (2, 1)], 2: [(1, 1)], 3: [(4, 2)], 4: [(3, 2), (5, 3)], 5: [(4, 3)]}
 
 
-def test_graph_neighbors_merges_equal_names():
+def test_graph_neighbors_merges_equal_names_but_not_other_cases():
     neighbors, canonical = graph_neighbors(_Store())
-    assert neighbors("UP") == ["a", "b", "c"]
-    assert neighbors("c") == ["Up"]  # the entity named `up` is spelled like the first `Up`
-    assert canonical("up") == "Up" and canonical("nowhere") == "nowhere"
-    assert neighbors("nowhere") == []
+    assert neighbors("Up") == ["a", "b", "c"]  # both entities named Up
+    assert neighbors("up") == ["c"]  # the tag is another entity
+    assert neighbors("c") == ["Up", "up"]
+    assert canonical("A") == "a"  # one graph name matches casefolded: read as that name
+    assert canonical("UP") == "UP" and neighbors("UP") == []  # two do: ambiguous, left as given
+    assert canonical("Up") == "Up" and canonical("nowhere") == "nowhere"

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kgr.evaluate.metrics import normalize
+from kgr.evaluate.metrics import entity_key
 from kgr.evaluate.questions import Question
 
 NEVER_REACHED = "never reached the frontier"
@@ -35,13 +35,13 @@ class Diagnosis:
 def diagnose(record: dict | None, question: Question, gold_I: Iterable[str] = ()) -> Diagnosis:
     """Explain why each answer and gold intermediate missing from the record's entities was lost."""
     record = record or {}
-    retrieved = {normalize(e) for e in record.get("entities") or [] if isinstance(e, str)}
+    retrieved = {entity_key(e) for e in record.get("entities") or [] if isinstance(e, str)}
     trace = record.get("trace") if isinstance(record.get("trace"), dict) else {}
     stage_sets = {key: _names(trace.get(key)) for key in ("reached", "filtered", "cut_by_budget")}
 
     def stage(name: str) -> str:
         """Return the stage at which a missed name was lost."""
-        key = normalize(name)
+        key = entity_key(name)
         if key in (stage_sets["cut_by_budget"] or ()):
             return CUT_BY_BUDGET
         if key in (stage_sets["filtered"] or ()):
@@ -53,8 +53,8 @@ def diagnose(record: dict | None, question: Question, gold_I: Iterable[str] = ()
 
     return Diagnosis(
         id=question.id,
-        answers={a: stage(a) for a in question.answers if normalize(a) not in retrieved},
-        intermediates={x: stage(x) for x in sorted(gold_I) if normalize(x) not in retrieved},
+        answers={a: stage(a) for a in question.answers if entity_key(a) not in retrieved},
+        intermediates={x: stage(x) for x in sorted(gold_I) if entity_key(x) not in retrieved},
     )
 
 
@@ -68,4 +68,4 @@ def _names(value) -> set[str] | None:
     """Normalize a trace list into a name set; None when the trace does not carry it."""
     if not isinstance(value, (list, tuple, set)):
         return None
-    return {normalize(v) for v in value if isinstance(v, str)}
+    return {entity_key(v) for v in value if isinstance(v, str)}

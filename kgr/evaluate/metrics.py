@@ -1,6 +1,7 @@
 """Retrieval metrics of the DotRAG appendix (D.1), per question and macro-averaged over a run.
 
-With R the retrieved entities, A the answers and I the gold intermediates (all name-normalized):
+With R the retrieved entities, A the answers and I the gold intermediates (entities by exact name, whitespace
+collapsed: MetaQA's tag "chris pine" and actor "Chris Pine" are two entities):
     R' = R \\ (I \\ A)                      retrieved intermediates are evidence, not wrong answers
     recall    = |R' ∩ A| / |A|
     precision = |R' ∩ A| / |R'|            (0 when R' is empty)
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from kgr.errors import KgrError
-from kgr.evaluate.questions import Question
+from kgr.evaluate.questions import Question, same_question
 from kgr.graph import normalize_name
 
 DEFAULT_KS = (2, 5, 10)
@@ -26,7 +27,11 @@ DEFAULT_KS = (2, 5, 10)
 
 @dataclass
 class QuestionScore:
-    """Metrics and retrieval cost of one question; `missing` when the run has no record for it."""
+    """Metrics and retrieval cost of one question; `missing` when the run has no record for it.
+
+    `mismatched`: the run's record under this id is for another question text (scored as missing too).
+    `unmatched`: the record lists question mentions that matched no graph entity (`unmatched_mentions`).
+    """
 
     id: str
     hops: int | None
@@ -46,6 +51,8 @@ class QuestionScore:
     cost_usd: float = 0.0
     latency_ms: float | None = None
     missing: bool = False
+    mismatched: bool = False
+    unmatched: bool = False
 
 
 @dataclass
@@ -64,6 +71,8 @@ class Summary:
     n_passages: int = 0
     n_missing: int = 0
     missing_ids: list[str] = field(default_factory=list)
+    n_mismatched: int = 0  # of the missing: the run's record under the id was for another question text
+    n_unmatched: int = 0  # questions whose record lists mentions that matched no entity
     llm_calls: float = 0.0
     llm_calls_total: int = 0
     prompt_tokens: float = 0.0
@@ -90,16 +99,21 @@ class Summary:
         return cls(**known)
 
 
-normalize = normalize_name  # answers, retrieved names and titles are matched like entity names
+normalize = normalize_name  # passage titles and answers in context text are matched casefolded
+
+
+def entity_key(name: str) -> str:
+    """How retrieved names, answers and intermediates are compared: exact names, whitespace collapsed."""
+    return " ".join(str(name).split())
 
 
 def entity_scores(
     retrieved: Iterable[str], answers: Iterable[str], intermediates: Iterable[str]
 ) -> tuple[float, float, float, float | None]:
     """Return (recall, precision, F1, GP) for one question; duplicates in `retrieved` count once."""
-    r = {normalize(x) for x in retrieved}
-    a = {normalize(x) for x in answers}
-    i = {normalize(x) for x in intermediates}
+    r = {entity_key(x) for x in retrieved}
+    a = {entity_key(x) for x in answers}
+    i = {entity_key(x) for x in intermediates}
     if not a:
         raise ValueError("a question needs at least one answer to be scored")
     r_prime = r - (i - a)
@@ -134,10 +148,11 @@ def score_question(
     question: Question,
     intermediates: Iterable[str] = (),
     ks: Iterable[int] = DEFAULT_KS,
+    mismatched: bool = False,
 ) -> QuestionScore:
     """Score one retrieval record against its question; a None record scores zero and is marked missing."""
     intermediates = set(intermediates)
-    n_intermediates = len({normalize(x) for x in intermediates})
+    n_intermediates = len({entity_key(x) for x in intermediates})
     rec = record or {}
     retrieved = [e for e in rec.get("entities") or [] if isinstance(e, str)]
     recall, precision, f1, gp = entity_scores(retrieved, question.answers, intermediates)
@@ -157,8 +172,8 @@ def score_question(
         precision=precision,
         f1=f1,
         gp=gp,
-        n_retrieved=len({normalize(e) for e in retrieved}),
-        n_answers=len({normalize(a) for a in question.answers}),
+        n_retrieved=len({entity_key(e) for e in retrieved}),
+        n_answers=len({entity_key(a) for a in question.answers}),
         n_intermediates=n_intermediates,
         answers_in_context=in_context,
         passage_recall=passage_recall,
@@ -168,6 +183,8 @@ def score_question(
         cost_usd=float(_number(rec.get("cost_usd"))),
         latency_ms=float(rec["latency_ms"]) if _is_number(rec.get("latency_ms")) else None,
         missing=record is None,
+        mismatched=mismatched,
+        unmatched=bool(rec.get("unmatched_mentions")),
     )
 
 
@@ -193,6 +210,8 @@ def summarize(scores: list[QuestionScore]) -> Summary:
         n_passages=len(passages),
         n_missing=n - len(present),
         missing_ids=[s.id for s in scores if s.missing],
+        n_mismatched=sum(s.mismatched for s in scores),
+        n_unmatched=sum(s.unmatched for s in scores),
         llm_calls=_mean([s.llm_calls for s in present]) or 0.0,
         llm_calls_total=sum(s.llm_calls for s in present),
         prompt_tokens=_mean([s.prompt_tokens for s in present]) or 0.0,
@@ -213,17 +232,31 @@ def score_run(
     gold: dict[str, set[str]] | None = None,
     ks: Iterable[int] = DEFAULT_KS,
 ) -> tuple[list[QuestionScore], Summary]:
-    """Join records to questions by id and score them; records of questions not listed are ignored."""
+    """Join records to questions by id and question text and score them; records of questions not listed are ignored.
+
+    A record under a question's id whose `question` text differs belongs to another question: the question is
+    scored as missing and counted as mismatched.
+    """
+    by_id = records_by_id(records)
+    gold = gold or {}
+    ks = tuple(ks)
+    scores = []
+    for q in questions:
+        record = by_id.get(q.id)
+        mismatched = record is not None and not same_question(record.get("question"), q.question)
+        scores.append(score_question(None if mismatched else record, q, gold.get(q.id, ()), ks, mismatched))
+    return scores, summarize(scores)
+
+
+def records_by_id(records: Iterable[dict]) -> dict[str, dict]:
+    """Index records by question id, refusing two records for one id."""
     by_id: dict[str, dict] = {}
     for record in records:
         qid = str(record.get("id"))
         if qid in by_id:
             raise KgrError(f"two retrieval records for question {qid!r}; score one run at a time")
         by_id[qid] = record
-    gold = gold or {}
-    ks = tuple(ks)
-    scores = [score_question(by_id.get(q.id), q, gold.get(q.id, ()), ks) for q in questions]
-    return scores, summarize(scores)
+    return by_id
 
 
 def summarize_by_hops(scores: list[QuestionScore]) -> dict[str, Summary]:

@@ -52,6 +52,8 @@ def columns(summaries: Iterable[Summary]) -> list[Column]:
     candidates = [
         Column("n", lambda s: s.n_questions, count),
         Column("missing", lambda s: s.n_missing, count),
+        Column("mismatched", lambda s: s.n_mismatched, count),
+        Column("unmatched", lambda s: s.n_unmatched, count),
         Column("Recall ↑", lambda s: s.recall, ratio, "high"),
         Column("Precision ↑", lambda s: s.precision, ratio, "high"),
         Column("F1 ↑", lambda s: s.f1, ratio, "high"),
@@ -101,7 +103,7 @@ def table_cells(entries: list[tuple[str, Summary]]) -> tuple[list[Column], list[
 
 
 # The columns a terminal table shows (the report files hold them all), with headers short enough for 80 columns.
-TERMINAL_COLUMNS = {"Recall ↑": "R", "Precision ↑": "P", "F1 ↑": "F1", "GP ↑": "GP",
+TERMINAL_COLUMNS = {"missing": "missing", "unmatched": "unmatched", "Recall ↑": "R", "Precision ↑": "P", "F1 ↑": "F1", "GP ↑": "GP",
                     "Ans in ctx ↑": "Ans", "P-R@5 ↑": "PR@5", "calls/q ↓": "calls", "prompt tok/q ↓": "tok in",
                     "lat med ms ↓": "ms p50"}
 
@@ -114,12 +116,13 @@ def rich_tables(rows: Iterable[Row], title: str = "", compact: bool = True) -> l
     tables = []
     for split, entries in grouped(rows).items():
         cols, cells = table_cells(entries)
-        shown = [j for j, c in enumerate(cols) if not compact or (
-            c.header in TERMINAL_COLUMNS and any(c.get(summary) for _, summary in entries))]
+        # Zero columns stay (0 missing, 0 calls say something); `columns` already dropped those with no values.
+        shown = [j for j, c in enumerate(cols) if not compact or c.header in TERMINAL_COLUMNS]
         sizes = sorted({summary.n_questions for _, summary in entries})
         name = f"{split} (n={'/'.join(map(str, sizes))})" if compact else split
         table = Table(title=f"{title} — {name}" if title else name, title_style="bold", show_lines=False,
-                      caption="R recall, P precision, GP golden proximity, Ans answers in context; per question"
+                      caption="missing: questions without a record, unmatched: records naming a mention no entity "
+                      "matched; R recall, P precision, GP golden proximity, Ans answers in context; per question"
                       if compact else None)
         # In the terminal the method name folds onto two lines rather than squeezing the numbers.
         table.add_column("method", style="cyan", no_wrap=not compact, overflow="fold",
@@ -140,9 +143,19 @@ def print_tables(rows: Iterable[Row], console=None, title: str = "") -> None:
     """Print the per-split tables to a rich console (stdout by default)."""
     from rich.console import Console
 
+    from rich.measure import Measurement
+
     console = console or Console()
     for table in rich_tables(rows, title):
-        console.print(table)
+        # Never squeeze a column below its content (rich would fold the method name away at 80 columns):
+        # a table wider than the terminal is printed whole and wraps.
+        needed = Measurement.get(console, console.options.update_width(10_000), table).minimum
+        width = console.width
+        console.width = max(width, needed)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
 
 
 def write_json(rows: Iterable[Row], path: str | Path, title: str = "") -> Path:
@@ -195,8 +208,9 @@ def markdown(rows: Iterable[Row], title: str = "kgr evaluation", charts: Iterabl
             shown = (f"**{text}** {STAR}" if best else text for text, best in row)
             lines.append(f"| {_md_escape(label)} | " + " | ".join(shown) + " |")
             if summary.n_missing:
+                other = f" ({summary.n_mismatched} with a record of another question text)" if summary.n_mismatched else ""
                 missing_notes.append(
-                    f"- {split}, {_md_escape(label)}: {summary.n_missing} question(s) without a record"
+                    f"- {split}, {_md_escape(label)}: {summary.n_missing} question(s) without a record{other}"
                 )
         lines.append("")
     if missing_notes:

@@ -10,8 +10,10 @@ intermediates computed on the project's graph, and writes into `out_dir`:
     diagnostics.json    missed answers per stage, per run and split (also appended to report.md)
 
 Gold intermediates walk the graph undirected (`gold.py`). A question names entities by name, and names
-need not be unique, so a name stands for every entity with that (normalized) name: its neighbours are
-the union of theirs. Hub cap: a name with more than `max_degree` distinct neighbour names (default
+need not be unique, so a name stands for every entity with exactly that name (whitespace collapsed): its
+neighbours are the union of theirs. Names differing only by case are distinct entities (MetaQA's tag
+"chris pine" and actor "Chris Pine"); a question's anchor or answer spelled in another case than every graph
+name is read as the graph's name when exactly one graph name matches it casefolded. Hub cap: a name with more than `max_degree` distinct neighbour names (default
 `DEFAULT_MAX_DEGREE` = 150) may be a walk's endpoint but not an interior node. On MetaQA every
 actor, director and writer has at most 114 neighbours, while genres, languages, big tags and most years
 have hundreds to thousands; MetaQA's interior positions are always movies and people, so the cap only
@@ -31,7 +33,7 @@ from typing import Any
 from kgr.errors import KgrError
 from kgr.evaluate.diagnose import STAGES, diagnose, stage_counts
 from kgr.evaluate.gold import gold_for_questions
-from kgr.evaluate.metrics import QuestionScore, Summary, score_run, summarize
+from kgr.evaluate.metrics import QuestionScore, Summary, entity_key, records_by_id, score_run, summarize
 from kgr.evaluate.questions import Question, sample
 
 DEFAULT_MAX_DEGREE = 150
@@ -54,6 +56,7 @@ class EvalResult:
     scores: dict[str, dict[str, list[QuestionScore]]] = field(repr=False, default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # one line per run and split with records of other questions
 
     @property
     def rows(self) -> list[tuple[str, str, Summary]]:
@@ -75,6 +78,7 @@ class EvalResult:
             "missed_answer_stages": self.stages,
             "files": {name: str(path) for name, path in self.files.items()},
             "timings_s": self.timings_s,
+            "warnings": self.warnings,
         }
 
 
@@ -88,26 +92,34 @@ def queries_for(questions: Sequence[Question]):
 def graph_neighbors(store) -> tuple[Callable[[str], list[str]], Callable[[str], str]]:
     """Undirected name-level neighbours over a GraphStore, and a name canonicalizer.
 
-    Entities sharing a normalized name are one node: `neighbors(name)` is the union of their neighbours,
-    each given by the name of the first entity carrying it (so equal names compare equal as strings).
-    `canonical(name)` maps a question's spelling to that same name (unknown names pass through).
+    Entities with the same exact name (whitespace collapsed) are one node: `neighbors(name)` is the union of
+    their neighbours, by name. `canonical(name)` keeps a graph name, reads another spelling as the one graph
+    name equal to it casefolded, and passes other names through (unknown or ambiguous).
     """
     from kgr.graph import normalize_name
 
-    index = store.name_index
-    display = {key: store.names[eids[0]] for key, eids in index.items()}
-    keys = [normalize_name(name) for name in store.names]
+    keys = [entity_key(name) for name in store.names]
+    index: dict[str, list[int]] = {}
+    for eid, key in enumerate(keys):
+        index.setdefault(key, []).append(eid)
+    by_casefold: dict[str, set[str]] = {}
+    for key in index:
+        by_casefold.setdefault(normalize_name(key), set()).add(key)
     adjacency = store.adjacency()
     cache: dict[str, list[str]] = {}
 
     def canonical(name: str) -> str:
-        return display.get(normalize_name(name), name)
+        key = entity_key(name)
+        if key in index:
+            return key
+        spellings = by_casefold.get(normalize_name(key), set())
+        return next(iter(spellings)) if len(spellings) == 1 else name
 
     def neighbors(name: str) -> list[str]:
-        key = normalize_name(name)
+        key = entity_key(name)
         found = cache.get(key)
         if found is None:
-            out = {display[keys[n]] for eid in index.get(key, ()) for n, _ in adjacency.get(eid, ())}
+            out = {keys[n] for eid in index.get(key, ()) for n, _ in adjacency.get(eid, ())}
             found = cache[key] = sorted(out)
         return found
 
@@ -152,14 +164,11 @@ def evaluate(
 
         store = GraphStore(project)
     neighbors, canonical = graph_neighbors(store)
-    gold: dict[str, set[str]] = {}
-    for _, questions in sets:
-        canonical_questions = [
-            dataclasses.replace(q, anchors=[canonical(a) for a in q.anchors],
-                                answers=[canonical(a) for a in q.answers])
-            for q in questions
-        ]
-        gold.update(gold_for_questions(canonical_questions, neighbors, max_degree=max_degree))
+    # Questions spelled as the graph names them; gold per set, since two files may hold one text with other answers.
+    sets = [(label, [dataclasses.replace(q, anchors=[canonical(a) for a in q.anchors],
+                                         answers=list(dict.fromkeys(canonical(a) for a in q.answers)))
+                     for q in questions]) for label, questions in sets]
+    gold = {label: gold_for_questions(questions, neighbors, max_degree=max_degree) for label, questions in sets}
     gold_s = time.perf_counter() - started
 
     splits = set_labels + ([ALL_SPLIT] if len(sets) > 1 else [])
@@ -172,13 +181,18 @@ def evaluate(
     diagnostics_lines: list[str] = []
     score_lines: list[str] = []
     for run in runs:
-        by_id = {str(r.get("id")): r for r in records[run]}
+        by_id = records_by_id(records[run])
         result.summaries[run], result.stages[run], result.scores[run] = {}, {}, {}
         every_score: list[QuestionScore] = []
         every_diagnosis = []
         for label, questions in sets:
-            scores, summary = score_run(records[run], questions, gold)
-            diagnoses = [diagnose(by_id.get(q.id), q, gold.get(q.id, ())) for q in questions]
+            scores, summary = score_run(records[run], questions, gold[label])
+            diagnoses = [diagnose(None if s.missing else by_id.get(q.id), q, gold[label].get(q.id, ()))
+                         for q, s in zip(questions, scores)]
+            if summary.n_mismatched:
+                result.warnings.append(
+                    f"run {run!r}, {label}: {summary.n_mismatched} record(s) carry a question's id but another "
+                    f"question's text (an older kgr's ids, or another file's); scored as missing")
             result.summaries[run][label] = summary
             result.stages[run][label] = stage_counts(diagnoses)
             result.scores[run][label] = scores

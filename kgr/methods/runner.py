@@ -156,18 +156,12 @@ def run_method(
     """
     run = run or default_run_name(method_name, context.backbone)
     db = context.project.db
-    db.execute(_RECORDS_DDL)
     queries = _distinct(queries)
-    stored = {} if not resume else dict(db.execute(
-        "SELECT id, json_extract_string(record, '$.question') FROM records WHERE run = ?", [run]).fetchall())
-    for query in queries:
-        if query.id in stored and not same_question(stored[query.id], query.text):
-            raise RunConflictError(
-                f"run {run!r} holds a record {query.id!r} for another question ({stored[query.id]!r}, not "
-                f"{query.text!r}); name another run with --run NAME, or redo this one with --fresh")
+    stored = _stored_questions(context, run, queries) if resume else {}
     cls = method_class(method_name)
     sink = _open_out(out) if out is not None else None
     if not resume:
+        db.execute(_RECORDS_DDL)
         db.execute("DELETE FROM records WHERE run = ?", [run])
     done = {q.id for q in queries if q.id in stored}
     todo = [q for q in queries if q.id not in done]
@@ -194,6 +188,27 @@ def run_method(
         if sink:
             sink.close()
     return run, len(todo), len(done)
+
+
+def check_resumable(context: RunContext, method_name: str, queries: list[Query], run: str | None = None) -> str:
+    """Raise RunConflictError when the run holds a record of another question under a query's id; return the run."""
+    run = run or default_run_name(method_name, context.backbone)
+    _stored_questions(context, run, _distinct(queries))
+    return run
+
+
+def _stored_questions(context: RunContext, run: str, queries: list[Query]) -> dict[str, str]:
+    """The question text of each record the run holds, by id; refuses a record of another question under a query's id."""
+    db = context.project.db
+    db.execute(_RECORDS_DDL)
+    stored = dict(db.execute("SELECT id, json_extract_string(record, '$.question') FROM records WHERE run = ?",
+                             [run]).fetchall())
+    for query in queries:
+        if query.id in stored and not same_question(stored[query.id], query.text):
+            raise RunConflictError(
+                f"run {run!r} holds a record {query.id!r} for another question ({stored[query.id]!r}, not "
+                f"{query.text!r}); name another run with --run NAME, or redo this one with --fresh")
+    return stored
 
 
 class RunConflictError(KgrError):
