@@ -1,4 +1,12 @@
-"""The project directory: config, DuckDB tables, LanceDB vectors, stage manifest, lock and generations."""
+"""The project directory: config, DuckDB tables, LanceDB vectors, stage manifest, lock, generations and snapshots.
+
+DuckDB lets one process hold a database file open for writing, and then no other process can open it, not even
+read-only. So a writer, once it holds the project's lock and before it changes anything, publishes a read-only copy
+of the committed database (`snapshots/<name>.duckdb`, made after a checkpoint and renamed into place), and again
+after each stage commits; readers that find the lock taken open the current snapshot instead. A snapshot lists the
+file artifacts (vectors/<gen>, reach/<gen>) its manifest refers to, and those are not pruned while a snapshot that a
+reader holds open refers to them.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +29,9 @@ from kgr.errors import KgrError, MissingStageError, ProjectBusyError, StaleStage
 
 DB_FILE = "kgr.duckdb"
 LOCK_FILE = ".kgr.lock"
+PUBLISH_LOCK_FILE = ".kgr.snapshot.lock"  # held exclusively while a writer publishes, shared while a reader picks one
+SNAPSHOT_DIR = "snapshots"
+CURRENT_SNAPSHOT = "CURRENT"  # the name of the snapshot readers open, replaced atomically
 VECTORS_DIR = "vectors"
 REACH_DIR = "reach"
 
@@ -101,7 +112,10 @@ class Project:
         self.config = config
         self.writable = writable
         self._lock_handle = None
+        self._snapshot_handle = None
         self._db = None
+        self.snapshot: str | None = None  # the snapshot a reader opened because a writer holds the project
+        self.writer: str | None = None  # who holds the project when a reader reads a snapshot
 
     # -- opening -----------------------------------------------------------------------------------------------
     @classmethod
@@ -145,47 +159,175 @@ class Project:
             project.close()
 
     def _acquire_lock(self) -> None:
-        path = self.root / LOCK_FILE
-        handle = open(path, "a+")
-        mode = fcntl.LOCK_EX if self.writable else fcntl.LOCK_SH
-        try:
-            fcntl.flock(handle, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise ProjectBusyError(f"{self.root}: project is busy ({holder} is writing it); try again when it finishes")
         if self.writable:
+            self._acquire_write_lock()
+        else:
+            self._acquire_read_lock()
+
+    def _acquire_write_lock(self) -> None:
+        # Publishing happens under the publish lock, so a reader that finds the project lock taken waits for the
+        # snapshot of the state this writer started from instead of reading an older one.
+        with self._publish_lock(fcntl.LOCK_EX):
+            handle = open(self.root / LOCK_FILE, "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _lock_holder(handle)
+                handle.close()
+                raise ProjectBusyError(f"{self.root}: project is busy ({holder}); try again when it finishes")
             handle.seek(0)
             handle.truncate()
             handle.write(f"kgr pid {os.getpid()}")
             handle.flush()
+            self._lock_handle = handle
+            self._publish_snapshot_locked()
+
+    def _acquire_read_lock(self) -> None:
+        handle = open(self.root / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(handle)
+            handle.close()
+            self._open_snapshot(holder)
+            return
         self._lock_handle = handle
+
+    def _open_snapshot(self, holder: str) -> None:
+        """Read the current snapshot (the last committed state) of a project a writer holds."""
+        with self._publish_lock(fcntl.LOCK_SH):
+            name = self._current_snapshot_name()
+            if name is None:
+                raise ProjectBusyError(f"{self.root}: project is busy ({holder}) and nothing was committed before "
+                                       f"it started; try again when it finishes")
+            handle = open(self._snapshot_dir / f"{name}.json", "r")
+            # A shared lock on the snapshot's record tells writers not to delete it or the folders it lists.
+            fcntl.flock(handle, fcntl.LOCK_SH)
+        self._snapshot_handle = handle
+        self.snapshot = name
+        self.writer = holder
+
+    @contextmanager
+    def _publish_lock(self, mode: int) -> Iterator[None]:
+        with open(self.root / PUBLISH_LOCK_FILE, "a+") as handle:
+            fcntl.flock(handle, mode)  # blocks at most while a writer copies the database
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
-        if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
+        for name in ("_lock_handle", "_snapshot_handle"):
+            handle = getattr(self, name)
+            if handle is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+                setattr(self, name, None)
 
-    # -- storage handles ---------------------------------------------------------------------------------------
+    # -- snapshots for readers beside a writer --------------------------------------------------------------------
+    @property
+    def _snapshot_dir(self) -> Path:
+        return self.root / SNAPSHOT_DIR
+
+    def _current_snapshot_name(self) -> str | None:
+        path = self._snapshot_dir / CURRENT_SNAPSHOT
+        return (path.read_text(encoding="utf-8").strip() or None) if path.exists() else None
+
+    def _snapshot_records(self) -> dict[str, dict]:
+        """Every published snapshot's record (source stamp, artifacts) by name."""
+        if not self._snapshot_dir.exists():
+            return {}
+        return {path.stem: json.loads(path.read_text(encoding="utf-8"))
+                for path in sorted(self._snapshot_dir.glob("*.json"))}
+
+    def publish_snapshot(self) -> str | None:
+        """Make the committed database the snapshot readers open while this writer works; return its name."""
+        if not self.writable:
+            raise KgrError(f"{self.root}: only a writer publishes snapshots")
+        with self._publish_lock(fcntl.LOCK_EX):
+            return self._publish_snapshot_locked()
+
+    def _publish_snapshot_locked(self) -> str | None:
+        folder = self._snapshot_dir
+        for stray in folder.glob("*.tmp") if folder.exists() else ():
+            stray.unlink()  # left by a writer killed while copying; no reader ever opened it
+        name = None
+        if self.db_path.exists():
+            self.db.execute("CHECKPOINT")  # everything committed is now in the main file, none of it in the WAL
+            source = _file_stamp(self.db_path)
+            records = self._snapshot_records()
+            current = self._current_snapshot_name()
+            if current in records and records[current]["source"] == source:
+                name = current  # nothing was committed since it was made
+            else:
+                name = self._copy_database(source)
+        pointer = folder / CURRENT_SNAPSHOT
+        if name is None:
+            pointer.unlink(missing_ok=True)
+        else:
+            _write_atomically(pointer, name)
+        self._retire_snapshots(keep=name)
+        return name
+
+    def _copy_database(self, source: dict) -> str:
+        folder = self._snapshot_dir
+        folder.mkdir(exist_ok=True)
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        began = time.perf_counter()
+        tmp = folder / f"{name}.duckdb.tmp"
+        shutil.copyfile(self.db_path, tmp)
+        os.replace(tmp, folder / f"{name}.duckdb")
+        record = {"source": source, "bytes": source["size"], "copy_seconds": round(time.perf_counter() - began, 4),
+                  "writer_pid": os.getpid(), "artifacts": sorted(self._live_artifacts())}
+        _write_atomically(folder / f"{name}.json", json.dumps(record, indent=1))
+        return name
+
+    def _live_artifacts(self) -> set[str]:
+        """The artifact folders (relative to the root) the latest run of each stage refers to."""
+        return {path for run in self.runs() for path in run.artifacts.values()}
+
+    def _retire_snapshots(self, keep: str | None) -> None:
+        """Delete snapshots no reader holds (except `keep`) and the superseded folders only they referred to."""
+        freed: set[str] = set()
+        for name, record in self._snapshot_records().items():
+            if name == keep:
+                continue
+            record_path = self._snapshot_dir / f"{name}.json"
+            with open(record_path, "r") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a reader still reads it; a later writer retires it
+                (self._snapshot_dir / f"{name}.duckdb").unlink(missing_ok=True)
+                record_path.unlink()
+            freed.update(record["artifacts"])
+        still_used = self._held_artifacts() | (self._live_artifacts() if self.db_path.exists() else set())
+        for relative in sorted(freed - still_used):
+            shutil.rmtree(self.root / relative, ignore_errors=True)
+
+    def _held_artifacts(self) -> set[str]:
+        """The artifact folders some remaining snapshot refers to."""
+        return {path for record in self._snapshot_records().values() for path in record["artifacts"]}
+
+        # -- storage handles ---------------------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
         return self.root / DB_FILE
 
     @property
     def db(self):
-        """The DuckDB connection (read-only unless the project was opened to write)."""
+        """The DuckDB connection (read-only unless the project was opened to write; a snapshot beside a writer)."""
         if self._db is None:
             import duckdb
 
             if not self.writable and not self.db_path.exists():
                 raise MissingStageError(f"{self.root}: nothing ingested yet; run `kgr ingest {self.root} ...`")
+            path = self._snapshot_dir / f"{self.snapshot}.duckdb" if self.snapshot else self.db_path
             try:
-                self._db = duckdb.connect(str(self.db_path), read_only=not self.writable)
+                self._db = duckdb.connect(str(path), read_only=not self.writable)
             except duckdb.IOException as exc:
                 if "lock" in str(exc).lower():
                     raise ProjectBusyError(f"{self.root}: project is busy (its database is open in another process)") from None
@@ -219,9 +361,11 @@ class Project:
         return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
 
     def prune_generations(self, kind: str, keep: Path) -> None:
-        """Remove a kind's folders other than the current one (left by earlier runs or killed ones)."""
+        """After a stage commits: publish the new state, then remove the kind's other folders no snapshot holds."""
+        self.publish_snapshot()
+        held = {(self.root / relative).resolve() for relative in self._held_artifacts()}
         for path in self.generations(kind):
-            if path.resolve() != keep.resolve():
+            if path.resolve() != keep.resolve() and path.resolve() not in held:
                 shutil.rmtree(path, ignore_errors=True)
 
     # -- manifest ----------------------------------------------------------------------------------------------
@@ -352,3 +496,24 @@ class Project:
             "vectors": size(self.root / VECTORS_DIR),
             "reach": size(self.root / REACH_DIR),
         }
+
+
+def _lock_holder(handle) -> str:
+    """Who holds a project's lock, as its holder wrote it."""
+    handle.seek(0)
+    holder = handle.read().strip() or "another process"
+    return f"{holder} is writing it"
+
+
+def _file_stamp(path: Path) -> dict:
+    """What changes whenever DuckDB writes the file: inode, size and modification time."""
+    stat = path.stat()
+    return {"inode": stat.st_ino, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace a small file so that readers see the old or the new content, never a part."""
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
