@@ -5,7 +5,7 @@ reply built from the JSON schema kgr sends (always ranking in offered order and 
 the most calls a question can cost) and reports usage by counting the real prompt with the o200k tokenizer.
 LiteLLM, validation, caching (off here) and accounting run exactly as with a hosted model.
 
-    python bench/dotrag_llm_cost.py --project /work/projects/metaqa --limit 100
+    python bench/dotrag_llm_cost.py --limit 100
 
 The DotRAG paper reports 4.6-5.7 calls and 5.4k-9.8k input tokens per MetaQA question (gpt-4o-mini).
 """
@@ -28,7 +28,8 @@ from fake_llm_server import FakeLLMServer, ok  # noqa: E402
 
 from kgr.backbone import count_tokens  # noqa: E402
 
-DATA = Path("/work/shared/data/metaqa")
+DATA = ROOT.parent / "shared" / "data" / "metaqa"  # the data folder beside the clone
+DEFAULT_PROJECT = ROOT / "bench" / "out" / "projects" / "metaqa"
 SCHEMA_MARK = "matches this JSON schema:\n"
 
 
@@ -67,7 +68,8 @@ def responder(body: dict):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--project", type=Path, required=True)
+    parser.add_argument("--project", type=Path, default=DEFAULT_PROJECT,
+                        help=f"project with MetaQA ingested and reach built (default {DEFAULT_PROJECT})")
     parser.add_argument("--limit", type=int, default=100, help="questions per hop split")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "bench/out/dotrag_llm_cost.json")

@@ -3,7 +3,7 @@
 For each method (BM25, VSS, DotRAG) and hop split (1/2/3-hop): entity recall, F1, backbone calls per
 question and golden proximity (GP; undefined for 1-hop questions, which have no intermediates).
 
-    python bench/metaqa_table.py --project /work/projects/metaqa --limit 500 --seed 0 --methods bm25,vss,dotrag
+    python bench/metaqa_table.py --limit 500 --seed 0 --methods bm25,vss,dotrag
 
 The project must have MetaQA ingested and its reachability map built (`kgr ingest` + `kgr reach`).
 Questions are sampled reproducibly (`--limit` per hop split, `--seed`) from
@@ -31,7 +31,8 @@ from kgr.errors import KgrError  # noqa: E402
 from kgr.evaluate.questions import load_questions, sample  # noqa: E402
 from kgr.evaluate.run import EvalResult, evaluate, queries_for  # noqa: E402
 
-DATA = Path("/work/shared/data/metaqa")
+DATA = ROOT.parent / "shared" / "data" / "metaqa"  # the data folder beside the clone
+DEFAULT_PROJECT = ROOT / "bench" / "out" / "projects" / "metaqa"
 LABELS = {"bm25": "BM25", "vss": "VSS", "dotrag": "DotRAG", "dotrag-paper": "DotRAG (paper search)",
           "dotrag-hop": "DotRAG (ks per hop)", "dotrag-exact": "DotRAG (exactly hop h)", "csrag": "CS-RAG"}
 # Named variants: a method run with settings other than its defaults. `dotrag-paper` turns kgr's extensions of the
@@ -91,7 +92,8 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--project", type=Path, required=True, help="project with MetaQA ingested and reach built")
+    parser.add_argument("--project", type=Path, default=DEFAULT_PROJECT,
+                        help=f"project with MetaQA ingested and reach built (default {DEFAULT_PROJECT})")
     parser.add_argument("--limit", type=int, default=500, help="questions per hop split (default 500)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", default="bm25,vss,dotrag", help="comma-separated (default bm25,vss,dotrag)")

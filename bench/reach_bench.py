@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from kgr.reach import ReachMap, build_reach, reference_adjacency, reference_bfs  # noqa: E402
 
@@ -206,8 +207,8 @@ def print_report(name: str, r: dict) -> None:
 def main() -> None:
     """Run the benchmark and write JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--metaqa", type=Path, default=Path("/work/shared/data/metaqa/kb.txt"))
-    parser.add_argument("--out", type=Path, default=Path("bench/out/reach.json"))
+    parser.add_argument("--metaqa", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa" / "kb.txt")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "reach.json")
     parser.add_argument("--anchors", type=int, default=1000)
     parser.add_argument("--ref-anchors", type=int, default=200, help="anchors also checked by the Python BFS")
     parser.add_argument("--seed", type=int, default=0)

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=200, help="questions in the fixed sample (default 200)")
     parser.add_argument("--sample-seed", type=int, default=0)
     parser.add_argument("--backbone", default="offline")
-    parser.add_argument("--work", type=Path, default=Path("/work/projects/robustness-tmp"),
+    parser.add_argument("--work", type=Path, default=ROOT / "bench" / "out" / "projects" / "robustness-tmp",
                         help="where damaged copies are written (each deleted after use)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cell after this many minutes (the finished cells are reported)")

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data/hipporag/2wikimultihopqa")
-DEFAULT_PROJECT = Path("/work/projects/twowiki")
+DATA = ROOT.parent / "shared" / "data" / "hipporag" / "2wikimultihopqa"  # the data folder beside the clone
+DEFAULT_PROJECT = ROOT / "bench" / "out" / "projects" / "twowiki"
 
 
 def add_threads_option(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@
 Inputs (`bench/twowiki_data.py`): the KG is the union of the gold evidence triples of HippoRAG's 1,000 2Wiki
 questions, the passages are the full corpus (6,119 passages, linked to entities by title at ingest), and the
 questions are converted to kgr's generic JSONL (written to `--out`/data/). The project (`--project`, default
-/work/projects/twowiki) is ingested and its reachability map built when missing or stale.
+bench/out/projects/twowiki) is ingested and its reachability map built when missing or stale.
 
 Each method runs through `kgr.methods.runner.run_method` (backbone `--backbone`, default the offline policy);
 records go to the project's `records` table under run `twowiki-<method>-<backbone>` and are reused by a rerun

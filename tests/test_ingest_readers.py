@@ -17,7 +17,7 @@ FORMATS = ROOT / "fixtures" / "formats"
 BAD = FORMATS / "bad"
 METAQA = ROOT / "fixtures" / "metaqa"
 WIKI = ROOT / "fixtures" / "2wiki"
-FULL_METAQA = Path("/work/shared/data/metaqa/kb.txt")
+FULL_METAQA = ROOT.parent / "shared" / "data" / "metaqa" / "kb.txt"  # the data folder beside the clone
 
 
 def edges(graph) -> set[tuple[str, str, str]]:

@@ -165,3 +165,14 @@ def test_readers_beside_the_first_ingest_are_told_nothing_is_committed_yet(run_k
         holder.stdin.close()
         holder.wait(timeout=60)
     assert "run `kgr ingest`" in ok(run_kgr("status", root)).stdout
+
+
+# -- paths that work on any clone (issue #16 item 10) -------------------------------------------------------------
+def test_nothing_defaults_to_the_development_machines_folders():
+    """Scripts, tests and docs name data and projects relative to the clone, never by this machine's paths."""
+    machine = "/" + "work" + "/"  # spelled apart so this file does not match itself
+    checked = [ROOT / "README.md", *(ROOT / "bench").glob("*.py"), ROOT / "bench" / "README.md",
+               *(ROOT / "tests").glob("*.py"), *(ROOT / "kgr").rglob("*.py"), *(ROOT / "docs").rglob("*.md")]
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in checked
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if machine in line]
+    assert found == []
