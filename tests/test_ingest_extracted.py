@@ -153,3 +153,16 @@ def test_kgr_ingest_a_folder_that_is_not_graphrag(tmp_path, run_kgr):
     result = run_kgr("ingest", tmp_path / "project", folder)
     assert result.exit_code == ExitStatus.BAD_INPUT
     assert "not a GraphRAG output folder" in result.stderr and not (tmp_path / "project" / "kgr.duckdb").exists()
+
+
+def test_csrag_evidence_of_a_resolved_constraint_is_its_triples_source_passages(tmp_path, run_kgr):
+    root = tmp_path / "project"
+    assert run_kgr("ingest", root, EXTRACTED / "openie_results.json", "--quiet").exit_code == 0
+    result = run_kgr("retrieve", root, "--query", "who is [Heat] directed by", "--method", "csrag", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    resolved = [c for c in record["trace"]["constraints"] if c["decision"] == "resolved"]
+    assert resolved and "Michael Mann" in resolved[0]["bound"], record["trace"]["constraints"]
+    # "Heat directed by Michael Mann" was extracted from the Heat and the Chicago passages; no title links the
+    # Chicago passage to Heat or Michael Mann, so only provenance brings it in.
+    assert record["passages"][:2] == ["Heat (1995 film)", "Chicago"]

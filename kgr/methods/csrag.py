@@ -370,14 +370,17 @@ class CSRAG:
 
         def recover(i: int, bound: dict[str, list[int]]) -> list[tuple[int, float]]:
             """Textual recovery: the passages about the constraint's source entities (where a lost edge is most
-            likely stated), then the top K't passages by similarity to the linearized constraint, reranked, keep Kt."""
+            likely stated), then the top K't passages by similarity to the linearized constraint together with the
+            passages its source entities were extracted from (provenance), reranked, keep Kt."""
             if i not in recovered:
                 text = self.linearize(i, plan, bound, anchors)
                 qc_text = f"{plain} | {text}"
                 first_vec, qc_vec = store.encoder.encode([text, qc_text])
-                about = self.index.passages_about(source_entities(i, bound))[:settings.passages_keep]
+                sources = source_entities(i, bound)
+                about = self.index.passages_about(sources)[:settings.passages_keep]
                 first = top_k(store.passage_vectors @ first_vec, settings.passages_first + len(about))
-                first = np.array(about + [p for p in first.tolist() if p not in about], dtype=np.int64)
+                extracted = [p for e in sources for p in store.entity_source_passages.get(e, [])]
+                first = np.array(list(dict.fromkeys(about + first.tolist() + extracted)), dtype=np.int64)
                 texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \
                     if settings.reranker.strip() else [""] * first.size
                 scores = np.asarray(self.rerank(qc_text, qc_vec, texts, store.passage_vectors[first]), dtype=np.float64)
@@ -406,12 +409,15 @@ class CSRAG:
                                      else None)
         watch.lap("constraints")
 
-        # Textual recovery for unresolved constraints; linked passages for resolved ones.
+        # Textual recovery for unresolved constraints. A resolved one's evidence is the passages its kept triples
+        # were extracted from (provenance), then the passages linked to their entities by title.
         passage_ids: list[int] = []
         for state in states:
             if state.status == "resolved":
                 if has_passages:
                     kept = sorted(state.pool, key=lambda c: c.far not in state.bound)
+                    passage_ids.extend(p for cand in kept if cand.far in state.bound
+                                       for p in store.relationship_passages.get(cand.rid, []))
                     for cand in kept:
                         for e in (cand.near, cand.far):
                             passage_ids.extend(store.entity_passages.get(e, []))
