@@ -114,6 +114,18 @@ def test_fallback_after_failed_repair_is_recorded_and_not_cached(server, db):
     assert client.log.total.fallbacks == 1 and client.log.usage("q1").fallbacks == 1
 
 
+def test_a_fallback_is_noted_for_its_question_once(server, db):
+    from kgr.backbone.decide import take_fallbacks
+
+    server.push(ok("I think it is Marie Curie."), ok('{"choice": "Marie Curie"}'), ok('{"choice": 1}'))
+    client = client_for(server, db)
+    choose(client, question_id="q1")
+    choose(client, question="Who discovered radium?", question_id="q2")
+    [line] = take_fallbacks(client, "q1")
+    assert "example_choice reply was unusable" in line and "the offline policy decided instead" in line
+    assert take_fallbacks(client, "q1") == [] and take_fallbacks(client, "q2") == []  # taken once; q2 was valid
+
+
 def test_retries_on_429_500_and_timeout(server, db):
     server.push(status(429), status(500), hang(2.0), ok('{"choice": 1}'))
     client = client_for(server, db, timeout=0.3)

@@ -326,6 +326,13 @@ def test_llm_invalid_plan_falls_back_to_offline(llm_context):
     assert plan.source == "fallback" and "invalid reply" in plan.reason
     assert [k.relation for k in plan.constraints] == ["father", "father"]  # the offline planner's plan
     assert context.client.log.usage("d1").fallbacks == 1
+    [warning] = plan.warnings
+    assert "csrag_plan reply was unusable" in warning and "the offline policy decided instead" in warning
+
+    server.push(ok(json.dumps(dangling)), ok('{"constraints": []}'))
+    record = CSRAG(context).retrieve(query("Who is the paternal grandfather of Dui Finn?", "d2"))
+    assert [w for w in record.warnings if "csrag_plan reply was unusable" in w] and not record.unmatched_mentions
+    assert Plan.from_dict(plan.to_dict()).warnings == plan.warnings  # a stored plan keeps them
 
 
 def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(offline):
@@ -431,7 +438,7 @@ def test_a_word_explained_by_a_hop_does_not_ask_for_another(household, question)
     plan = plan_question(household, query(question))
     assert [k.relation for k in plan.constraints] == ["spouse", "place of death"]
     assert anchor_mentions(plan_index(household.store), query(question)) == (["Hanna Iske"],
-                                                                             "Where did 's husband die?")
+                                                                             "Where did 's husband die?", [])
 
 
 def test_passage_bindings_keep_the_entities_the_plan_can_use(household):

@@ -120,6 +120,40 @@ def test_record_anchors_are_the_searched_ones(dotrag):
     assert endpoints(record) == {"Clint Ranger"}
 
 
+def test_a_mention_the_graph_lacks_anchors_nothing_and_says_so(dotrag):
+    record = ask(dotrag(), "who directed the movies written by [Zebra Motors]")
+    assert record.paths == [] and record.anchors == [] and record.entities == []
+    assert record.unmatched_mentions == ["Zebra Motors"]
+    [warning] = record.warnings
+    assert warning.startswith("mention 'Zebra Motors' matches no entity") and "anchors.min_similarity" in warning
+
+
+def test_a_near_miss_spelling_is_used_and_said_aloud(dotrag):
+    record = ask(dotrag(), "who directed the movies written by [Wendy Scribes]")
+    assert record.anchors == ["Wendy Scribe"] and endpoints(record) == {"Clint Ranger", "Ada Helm"}
+    assert record.unmatched_mentions == []
+    [warning] = record.warnings
+    assert warning.startswith("mention 'Wendy Scribes' matched entity 'Wendy Scribe' loosely (cosine 0.9")
+
+
+def test_an_exact_mention_has_no_warning_and_one_unmatched_mention_leaves_the_other(dotrag):
+    assert ask(dotrag(), TWO_HOP).warnings == []
+    record = ask(dotrag(), "which movies did [Wendy Scribe] and [Zebra Motors] write")
+    assert record.anchors == ["Wendy Scribe"] and record.unmatched_mentions == ["Zebra Motors"]
+
+
+def test_the_floor_is_a_setting(dotrag):
+    record = ask(dotrag(**{"anchors.min_similarity": 0.99}), "who directed the movies written by [Wendy Scribes]")
+    assert record.paths == [] and record.unmatched_mentions == ["Wendy Scribes"]
+
+
+def test_a_question_naming_no_entity_says_its_seeds_are_a_guess(dotrag):
+    record = ask(dotrag(), "which films have gloomy harbours in them")
+    assert record.unmatched_mentions == [] and record.anchors  # seeds by design
+    [warning] = record.warnings
+    assert warning.startswith("the question names no entity; its anchors are the 5 entities most like it")
+
+
 # -- 1 hop on a multi-typed person ---------------------------------------------------------------------------------
 def test_one_hop_directed_movies_of_a_director_who_acts(dotrag, triples):
     record = ask(dotrag(label_margin=0.05), "[Clint Ranger] directed which movies")

@@ -36,3 +36,18 @@ def test_embedding_threads_reach_the_encoder_but_not_the_ingest_fingerprint(meta
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_mention_matches_exactly_loosely_above_the_floor_or_not_at_all(metaqa_project):
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+        exact = store.match_mention("tania  RAYMONDE", 0.85)
+        assert exact.exact and [store.names[e] for e in exact.eids] == ["Tania Raymonde"] and exact.warning is None
+        loose = store.match_mention("Ulrich Muhe", 0.85)  # the graph spells it with an umlaut
+        assert not loose.exact and [store.names[e] for e in loose.eids] == ["Ulrich Mühe"]
+        assert loose.warning == f"mention 'Ulrich Muhe' matched entity 'Ulrich Mühe' loosely (cosine {loose.similarity:.2f})"
+        absent = store.match_mention("Zebra Motors", 0.85)
+        assert absent.eids == () and absent.similarity < 0.85 and absent.nearest
+        assert absent.warning.startswith("mention 'Zebra Motors' matches no entity: no name is spelled so, and the"
+                                         f" nearest, {absent.nearest!r}, is at cosine")
+        assert store.match_mention("Ulrich Muhe", 1.01).eids == ()  # above any cosine: only exact names match

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
@@ -35,6 +37,28 @@ class Decision(Generic[T]):
     value: T
     source: str
     reason: str = ""
+
+
+# What each client's fallbacks were, per question, until the question's record takes them (`take_fallbacks`).
+_FALLBACKS: "weakref.WeakKeyDictionary[LLMClient, dict[str, list[str]]]" = weakref.WeakKeyDictionary()
+_FALLBACKS_LOCK = threading.Lock()
+
+
+def _note_fallback(client: LLMClient, question_id: object, purpose: str, why: str, instead: str) -> None:
+    """Keep a one-line account of a fallback for the question's record (stage-level ones have no record)."""
+    if question_id is None:
+        return
+    line = f"the backbone's {purpose} reply was unusable ({why}); {instead}"
+    with _FALLBACKS_LOCK:
+        _FALLBACKS.setdefault(client, {}).setdefault(str(question_id), []).append(line)
+
+
+def take_fallbacks(client: LLMClient | None, question_id: object) -> list[str]:
+    """The fallback accounts noted for a question since they were last taken (each is returned once)."""
+    if client is None:
+        return []
+    with _FALLBACKS_LOCK:
+        return _FALLBACKS.get(client, {}).pop(str(question_id), [])
 
 
 def parse_json(text: str) -> dict[str, Any]:
@@ -160,6 +184,8 @@ def decide(
         client.remember(second, key=first.key)
         return Decision(interpret(spec, second.text), second.source, _reason(second.text))
     client.log.mark_fallback(second.record)
+    _note_fallback(client, question_id, spec.name, f"invalid after one repair: {second.error}",
+                   "the offline policy decided instead")
     return Decision(fallback(), "fallback", f"invalid reply after one repair: {second.error}")
 
 
@@ -196,6 +222,7 @@ def complete_text(
     if fallback is None:
         raise BackboneError(f"{client.model} returned an empty reply for {purpose}")
     client.log.mark_fallback(reply.record)
+    _note_fallback(client, question_id, purpose, reply.error, "the offline text was used instead")
     return Decision(fallback(), "fallback", reply.error)
 
 

@@ -86,6 +86,12 @@ class RunContext:
         row = self.project.db.execute("SELECT text FROM overview WHERE kind = 'graph'").fetchone()
         return row[0] if row else ""
 
+    def take_warnings(self, question_id: str) -> list[str]:
+        """The backbone fallbacks of one question not yet put in a plan or record (each is returned once)."""
+        from kgr.backbone.decide import take_fallbacks
+
+        return take_fallbacks(self.client, question_id)
+
     def usage(self, question_id: str) -> dict[str, float]:
         """Backbone calls, tokens and cost spent on one question so far."""
         if self.client is None:
@@ -145,3 +151,26 @@ class Stopwatch:
     @property
     def total_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 3)
+
+
+class WarningTally:
+    """Counts a batch's records that carry unmatched mentions or other warnings (call it with each record)."""
+
+    def __init__(self) -> None:
+        self.records = self.unmatched = self.warned = 0
+
+    def __call__(self, record: "RetrievalRecord") -> None:
+        self.records += 1
+        self.unmatched += bool(record.unmatched_mentions)
+        self.warned += bool(record.warnings) and not record.unmatched_mentions
+
+    @property
+    def summary(self) -> str | None:
+        """One line for the end of a batch, or None when no record has a warning."""
+        parts = []
+        if self.unmatched:
+            parts.append(f"{self.unmatched} of {self.records} questions had unmatched mentions")
+        if self.warned:
+            parts.append(f"{self.warned} of {self.records} {'other ' if self.unmatched else ''}questions had"
+                         f" warnings (loose anchors or fallback decisions)")
+        return "; ".join(parts) + "; see the records' warnings" if parts else None

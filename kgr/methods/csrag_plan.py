@@ -6,7 +6,9 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
 
 1. Anchor mentions: the bracketed mentions of the question; else entity names occurring in it (longest
    non-overlapping matches, whole words, casefolded); else the entity whose name tokens the question covers best
-   (at least half of them); else the entity whose embedding is closest to the question.
+   (at least half of them); else the entity whose embedding is closest to the question (these two are guesses, and
+   the plan's warnings say so when the words are less alike the entity than `anchors.min_similarity`). A mention
+   names the entities spelled like it, else those at least `anchors.min_similarity` alike it (cosine), else none.
 2. The question's residual (the text without its mentions) is embedded once, and so is every relation label of the
    graph in plain words (`kgr.graph.relation_words`, once per store).
 3. Hop by hop from each anchor: the labels of the relationships around the current frontier (both directions, not
@@ -47,12 +49,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kgr.graph import normalize_name, relation_words
-from kgr.store import GraphStore
+from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
-PLAN_VERSION = 4  # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows
+# 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
+# 5: plans carry warnings, anchors below anchors.min_similarity are unmatched
+PLAN_VERSION = 5
 MAX_HOPS = 3
 HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
 HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
@@ -60,7 +64,7 @@ GLOBAL_MARGIN = 0.15  # a label elsewhere in the graph this much closer to the q
 SYNONYM = 0.8  # a question word this close to a label names it as if it were the label's own word
 FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the other's edges lead on along it
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
-MIN_COVERAGE = 0.5  # token coverage a non-exact anchor match needs
+MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
 _CHUNK = re.compile(r"\S+")
@@ -117,6 +121,7 @@ class Plan:
     source: str = "offline"  # offline | llm | cache | fallback | stored
     reason: str = ""
     version: int = PLAN_VERSION
+    warnings: list[str] = field(default_factory=list)  # guesses the plan rests on (a seed anchor, a fallback)
 
     @property
     def variables(self) -> list[str]:
@@ -130,6 +135,7 @@ class Plan:
         return {
             "version": self.version, "question": self.question, "source": self.source, "reason": self.reason,
             "answer": self.answer, "constraints": [c.to_dict() for c in self.constraints],
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -142,6 +148,7 @@ class Plan:
             source=source or str(data.get("source", "stored")),
             reason=str(data.get("reason", "")),
             version=int(data.get("version", PLAN_VERSION)),
+            warnings=[str(w) for w in data.get("warnings") or []],
         )
         return validate_plan(plan)
 
@@ -297,29 +304,10 @@ class PlanIndex:
                 chosen.append((s, e, name))
         return sorted(chosen)
 
-    def match_anchors(self, mention: str, k: int) -> list[tuple[int, float]]:
-        """Up to k (eid, score) for a mention: exact name matches (score 1) when there are any, else the entities
-        whose names best share the mention's tokens (Jaccard, ties by coverage of the mention), coverage >= 0.5."""
-        exact = self.store.name_index.get(normalize_name(mention), [])
-        if exact:
-            return [(eid, 1.0) for eid in exact[:k]]
-        wanted = content_tokens(mention) or set(tokens(mention))
-        if not wanted:
-            return []
-        counts: Counter[int] = Counter()
-        for token in wanted:
-            for eid in self.token_index.get(token, ()):
-                counts[eid] += 1
-        scored = []
-        for eid, shared in counts.items():
-            name_tokens = content_tokens(self.store.names[eid]) or set(tokens(self.store.names[eid]))
-            coverage = shared / len(wanted)
-            if coverage < MIN_COVERAGE:
-                continue
-            jaccard = shared / len(wanted | name_tokens)
-            scored.append((jaccard, coverage, -eid))
-        scored.sort(reverse=True)
-        return [(-neg, round(j, 4)) for j, _, neg in scored[:k]]
+    def match_anchors(self, mention: str, k: int, floor: float) -> MentionMatch:
+        """Up to k entities a mention names: exact name matches when there are any, else those at least `floor`
+        alike it (cosine), else none (see GraphStore.match_mention)."""
+        return self.store.match_mention(mention, floor, k)
 
     def best_covered(self, text: str) -> int | None:
         """The entity whose name tokens `text` covers best (at least MIN_COVERAGE of them, two tokens shared when
@@ -377,27 +365,38 @@ def plan_index(store: GraphStore) -> PlanIndex:
 
 
 # -- the offline planner ---------------------------------------------------------------------------------------
-def anchor_mentions(index: PlanIndex, query: "Query") -> tuple[list[str], str]:
-    """The question's anchor mentions and its residual text (the question without them)."""
+def anchor_mentions(index: PlanIndex, query: "Query", floor: float = 1.0) -> tuple[list[str], str, list[str]]:
+    """The question's anchor mentions, its residual text (the question without them) and warnings: a question
+    naming no entity is anchored on a guess, said aloud when its words are less alike the entity than `floor`."""
     plain = query.plain
     if query.mentions:
         residual = re.sub(r"\[[^\[\]]+\]", " ", query.text)
-        return query.mentions, " ".join(residual.split())
+        return query.mentions, " ".join(residual.split()), []
     found = index.find_names(plain)
     if found:
-        return [plain[s:e] for s, e, _ in found], _without_spans(plain, [(s, e) for s, e, _ in found])
+        return [plain[s:e] for s, e, _ in found], _without_spans(plain, [(s, e) for s, e, _ in found]), []
+    store = index.store
+    how: str | None = None
     eid = index.best_covered(plain)
-    if eid is None and index.store.num_entities:
-        vector = index.store.encoder.encode_query(plain)
-        eid = int(np.argmax(index.store.entity_vectors @ vector))
+    if eid is None and not store.num_entities:
+        return [], plain, []
     if eid is None:
-        return [], plain
-    name = index.store.names[eid]
+        similarities = store.entity_vectors @ store.encoder.encode_query(plain)
+        eid = int(np.argmax(similarities))
+        similarity, how = float(similarities[eid]), "the entity most like it"
+    name = store.names[eid]
     # the words the name covers, from the first to the last, are the mention
     wanted = content_tokens(name)
     covered = [m for m in _WORD.finditer(plain) if m.group().casefold() in wanted]
     spans = [(covered[0].start(), covered[-1].end())] if covered else []
-    return [name], _without_spans(plain, spans)
+    if how is None:
+        words = plain[spans[0][0]:spans[0][1]] if spans else plain
+        similarity = float(store.entity_vectors[eid] @ store.encoder.encode_query(words))
+        how = f"the entity whose name shares the most of its words ({words!r})"
+    warnings = [] if similarity >= floor else [
+        f"the question names no entity; its anchor is {how}, {name!r}, at cosine {similarity:.2f}"
+        f" < anchors.min_similarity {floor:g}"]
+    return [name], _without_spans(plain, spans), warnings
 
 
 def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
@@ -483,10 +482,11 @@ def _slug(text: str) -> str:
     return word if word and word[0].isalpha() else "x"
 
 
-def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3) -> Plan:
-    """Plan from the graph alone (see the module docstring for the rule)."""
+def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3,
+                 floor: float = 1.0) -> Plan:
+    """Plan from the graph alone (see the module docstring for the rule); `floor` is anchors.min_similarity."""
     store = index.store
-    mentions, residual = anchor_mentions(index, query)
+    mentions, residual, warnings = anchor_mentions(index, query, floor)
     constraints: list[Constraint] = []
     used_names: Counter[str] = Counter()
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
@@ -498,7 +498,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     vectors: dict[str, np.ndarray] = {first_text: encoded[0]} if mentions else {}
     word_vectors = dict(zip(question_words, encoded[1:]))
     for mention in mentions:
-        anchors = [eid for eid, _ in index.match_anchors(mention, anchor_matches)]
+        anchors = list(index.match_anchors(mention, anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
         first_score = None
         walked_labels: list[int] = []
@@ -577,7 +577,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
                                   + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
-                                  for h in hops_trace))
+                                  for h in hops_trace), warnings=warnings)
     return plan
 
 
@@ -632,7 +632,8 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
     index = plan_index(context.store)
 
     def fallback() -> Plan:
-        return offline_plan(index, query, settings.variants, settings.anchor_matches)
+        return offline_plan(index, query, settings.variants, settings.anchor_matches,
+                            context.config.anchors.min_similarity)
 
     if context.client is None:
         return fallback()
@@ -650,4 +651,5 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
         plan.reason = f"{decision.reason} | offline: {plan.reason}"
     elif decision.reason:
         plan.reason = decision.reason
+    plan.warnings.extend(context.take_warnings(query.id))
     return plan
