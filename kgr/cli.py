@@ -380,12 +380,14 @@ def retrieve(
             check_resumable(context, method, queries, run)  # refuses before the progress bar starts
         with output.progress() as bar:
             name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
-                                             progress=bar(f"retrieving ({method})", len(queries)), out=out)
+                                             progress=bar(f"retrieving ({method})", len(queries)), out=out,
+                                             on_record=tally)
     output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
                 (f"; records written to {out}" if out else ""))
 
 
 def render_explain(record, output: Output) -> None:
+    from kgr.methods.base import WarningTally
     """The record's paths as a tree: anchor, then each hop's relation and entity."""
     from rich.tree import Tree
 
@@ -407,7 +409,10 @@ def render_explain(record, output: Output) -> None:
                 nodes[key] = parent.add(f"[dim]{relation}[/dim] -> {entity}")
             parent = nodes[key]
     output.out.print(tree)
+            for warning in record.warnings:  # printed even with --quiet: they change how the result reads
+                output.err.print(f"warning: {warning}", markup=False, highlight=False)
     output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, {record.llm_calls} backbone calls, "
+        tally = WarningTally()
                 f"{record.latency_ms:.0f} ms")
 
 
@@ -415,6 +420,14 @@ def render_explain(record, output: Output) -> None:
 @command
 def evaluate_command(
     directory: Path = ProjectDir,
+    if tally.summary:
+        output.err.print(f"warning: {tally.summary}", markup=False, highlight=False)
+
+
+def hop_label(relation: str, entity: str, direction: str | None) -> str:
+    """One hop as rich markup: `- r -> X` along the stored triple, `<- r - X` against it, `- r - X` if unknown."""
+    head, tail = {"forward": ("-", "->"), "backward": ("<-", "-")}.get(direction or "", ("-", "-"))
+    return f"{head} [dim]{escape(relation)}[/dim] {tail} {escape(entity)}"
     questions: list[Path] = typer.Option(..., "--questions", help="Question file(s); one split each (repeatable)."),
     runs: list[str] = typer.Option(..., "--run", help="Stored run(s) to score (repeatable), e.g. dotrag-offline."),
     limit: int = LimitOption,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -12,6 +13,39 @@ from kgr.embed import Encoder, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.project import Project
+
+
+@dataclass(frozen=True)
+class MentionMatch:
+    """The entities a mention names: exactly (similarity 1), loosely (cosine at least the floor), or none.
+
+    `nearest` and `similarity` are the best-scoring entity and its cosine even when it fell below the floor, so an
+    unmatched mention can say what it was not taken for.
+    """
+
+    mention: str
+    eids: tuple[int, ...]
+    exact: bool
+    nearest: str
+    similarity: float
+    floor: float
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.eids)
+
+    @property
+    def warning(self) -> str | None:
+        """What a reader of the result must know about this match (None for an exact one)."""
+        if self.exact:
+            return None
+        if self.eids:
+            return f"mention {self.mention!r} matched entity {self.nearest!r} loosely (cosine {self.similarity:.2f})"
+        if not self.nearest:
+            return f"mention {self.mention!r} matches no entity: the graph has none; it anchors nothing"
+        return (f"mention {self.mention!r} matches no entity: no name is spelled so, and the nearest,"
+                f" {self.nearest!r}, is at cosine {self.similarity:.2f} < anchors.min_similarity {self.floor:g};"
+                f" it anchors nothing")
 
 
 class GraphStore:
@@ -115,6 +149,21 @@ class GraphStore:
         """Entities named `name`: exact spellings if any, else case- and space-insensitive matches."""
         matches = self.name_index.get(normalize_name(name), [])
         return [e for e in matches if self.names[e] == name] or matches
+
+    def match_mention(self, mention: str, floor: float, k: int = 1) -> MentionMatch:
+        """The entities `mention` names: exact spellings (see `find`), else up to k whose vectors are at least
+        `floor` alike the mention's (cosine), else none; never the nearest look-alikes below the floor."""
+        exact = self.find(mention)
+        if exact:
+            return MentionMatch(mention, tuple(exact), True, self.names[exact[0]], 1.0, floor)
+        if not self.num_entities or k <= 0:
+            return MentionMatch(mention, (), False, "", 0.0, floor)
+        from kgr.methods.base import top_k
+
+        similarities = self.entity_vectors @ self.encoder.encode_query(mention)
+        best = top_k(similarities, k)
+        kept = tuple(int(e) for e in best if similarities[e] >= floor)
+        return MentionMatch(mention, kept, False, self.names[int(best[0])], float(similarities[best[0]]), floor)
 
     @property
     def num_entities(self) -> int:

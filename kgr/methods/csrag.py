@@ -320,8 +320,10 @@ class CSRAG:
             plan = plan_question(self.context, query)
         watch.lap("plan")
 
-        anchors: dict[str, list[int]] = {m: [e for e, _ in self.index.match_anchors(m, settings.anchor_matches)]
-                                         for m in plan.mentions}
+        floor = self.context.config.anchors.min_similarity
+        matches = [self.index.match_anchors(m, settings.anchor_matches, floor) for m in plan.mentions]
+        # an unmatched mention anchors nothing: its constraints get no graph candidates, only textual recovery
+        anchors: dict[str, list[int]] = {m.mention: list(m.eids) for m in matches}
         anchor_ids = {e for eids in anchors.values() for e in eids}
         watch.lap("anchors")
 
@@ -472,6 +474,9 @@ class CSRAG:
             method=self.name,
             backbone=self.context.backbone,
             anchors=list(dict.fromkeys(names[e] for eids in anchors.values() for e in eids)),
+            unmatched_mentions=[m.mention for m in matches if not m.matched],
+            warnings=[*plan.warnings, *(m.warning for m in matches if m.warning),
+                      *self.context.take_warnings(query.id)],
             entities=[names[e] for e in entity_order],
             paths=[{"entities": [names[c.near], names[c.far]], "relations": [store.relation_of(c.rid)],
                     "similarities": [round(c.score, 4)], "score": round(c.score, 4), "constraint": i}

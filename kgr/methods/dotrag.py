@@ -131,6 +131,7 @@ class DotRAG:
 
     name = "dotrag"
     needs_reach = True
+    plan_version = 2  # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
 
     def __init__(self, context: RunContext):
         self.context = context
@@ -148,12 +149,12 @@ class DotRAG:
         settings, store = self.settings, self.store
         question = query.text
         qv = self._embed(query.plain)
-        anchors = self._anchors(query, qv)
+        anchors, unmatched, warnings = self._anchors(query, qv)
         similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv if anchors else []
         options = [AnchorOption(store.names[e], store.types_of(e), named, float(similarity))
                    for (e, named), similarity in zip(anchors, similarities)]
         watch.lap("seeds")
-        anchor_order = self.policy.rank_anchors(query.id, question, options)
+        anchor_order = self.policy.rank_anchors(query.id, question, options) if options else []
         watch.lap("rank_anchors")
         pairs: list[Pair] = []
         hedged = 0
@@ -184,24 +185,30 @@ class DotRAG:
                         for i, ((e, _), o) in enumerate(zip(anchors, options))],
             "pairs": [asdict(p) for p in pairs[:kept]],
             "hedged": hedged > 0,
+            "unmatched_mentions": unmatched,
+            "warnings": warnings + self.context.take_warnings(query.id),
             "timings_ms": watch.steps,
             "latency_ms": watch.total_ms,
         }
 
-    def _anchors(self, query: Query, qv: np.ndarray) -> list[tuple[int, bool]]:
-        """Entities named in the question (bracketed mentions, else seed names found in it), else the top seeds.
+    def _anchors(self, query: Query, qv: np.ndarray) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
+        """(anchors, unmatched mentions, warnings): the entities the bracketed mentions name (exactly, or loosely at
+        `anchors.min_similarity`), else seed names found in the question, else the top seeds.
 
-        The global seed search (top `seeds` entities by similarity to the question) runs only when no bracketed
-        mention names an entity: the mention already is the anchor the search would find, and skipping the search
-        over every entity saves a full matrix-vector product per question.
+        A bracketed mention that matches nothing anchors nothing: the seeds most like the question would be
+        look-alikes of an entity the graph does not hold, and their paths would answer another question. The
+        global seed search (top `seeds` entities by similarity to the question) runs only for questions without
+        brackets, which also saves a full matrix-vector product per question.
         """
         store = self.store
-        named: list[int] = []
-        for mention in query.mentions:
-            named.extend(store.find(mention))
-        if named:
-            return [(e, True) for e in dict.fromkeys(named)]
-        seeds = top_k(store.entity_vectors @ qv, self.settings.seeds)
+        floor = self.context.config.anchors.min_similarity
+        if query.mentions:
+            matches = [store.match_mention(mention, floor) for mention in query.mentions]
+            named = dict.fromkeys(e for match in matches for e in match.eids)
+            return ([(e, True) for e in named], [m.mention for m in matches if not m.matched],
+                    [m.warning for m in matches if m.warning])
+        similarities = store.entity_vectors @ qv
+        seeds = top_k(similarities, self.settings.seeds)
         text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
         spans = []
         for e in seeds.tolist():
@@ -212,8 +219,14 @@ class DotRAG:
         named = [e for s, t, e in spans
                  if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
         if named:
-            return [(e, True) for e in dict.fromkeys(named)]
-        return [(e, False) for e in seeds[:self.settings.anchors].tolist()]
+            return [(e, True) for e in dict.fromkeys(named)], [], []
+        warnings = []
+        if len(seeds) and similarities[seeds[0]] < floor:
+            kept = min(len(seeds), self.settings.anchors)
+            warnings.append(f"the question names no entity; its anchors are the {kept} entities most like it"
+                            f" (best {store.names[seeds[0]]!r}, cosine {similarities[seeds[0]]:.2f}"
+                            f" < anchors.min_similarity {floor:g})")
+        return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
 
     def _trajectories(self, anchor: int, qv: np.ndarray) -> list[TrajectoryOption]:
         """First-hop types from the anchor, with the relations leading there and the previews most like the query."""
@@ -267,6 +280,8 @@ class DotRAG:
         return RetrievalRecord(
             id=query.id, question=query.text, method=self.name, backbone=self.policy.name,
             anchors=[a["name"] for a in plan["anchors"] if a["eid"] in anchors],
+            unmatched_mentions=list(plan.get("unmatched_mentions", [])),
+            warnings=[*plan.get("warnings", []), *self.context.take_warnings(query.id)],
             entities=[names[e] for e in packed.eids if e not in anchors],
             paths=[self._describe(p) for p in kept_paths],
             context=packed.context, context_tokens=packed.tokens,
