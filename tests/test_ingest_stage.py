@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kgr.embed import CHECKPOINT_DIR, EmbeddingCheckpoint
 from kgr.errors import ExitStatus
 from kgr.project import Project
 from kgr.store import GraphStore
@@ -66,7 +67,8 @@ def bad_files(tmp_path_factory) -> dict[str, tuple[Path, str]]:
 def test_bad_input_is_one_line_and_leaves_the_project_intact(project, bad_files, run_kgr, kind, force):
     root, before = project
     path, message = bad_files[kind]
-    result = run_kgr("ingest", root, path, "--schema", SCHEMA, *(["--force"] if force else []))
+    # --replace: other inputs than the graph's are refused before they are read (test_probes_ingest.py).
+    result = run_kgr("ingest", root, path, "--schema", SCHEMA, "--replace", *(["--force"] if force else []))
     assert result.exit_code == ExitStatus.BAD_INPUT, (result.stdout, result.stderr)
     # (An empty progress display may add a blank line; the message itself is one line.)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -101,7 +103,7 @@ def test_killed_ingest_keeps_the_previous_state_and_a_rerun_reuses_vectors(metaq
     bigger.write_text(KB.read_text(encoding="utf-8") + extra, encoding="utf-8")
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "kgr", "ingest", str(root), str(bigger), "--schema", str(SCHEMA), "--force", "-q"],
+        [sys.executable, "-m", "kgr", "ingest", str(root), str(bigger), "--schema", str(SCHEMA), "--replace", "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -134,14 +136,17 @@ def test_killed_ingest_keeps_the_previous_state_and_a_rerun_reuses_vectors(metaq
         assert store.entity_vectors.shape == (previous.counts["entities"], previous.counts["dimension"])
     assert run_kgr("reach", root, "--show", "Temuera Morrison").exit_code == 0
 
-    # A rerun completes, encoding only the new texts, and removes the killed and the old generations.
-    result = run_kgr("ingest", root, bigger, "--schema", SCHEMA, "--json")
+    # A rerun completes, encoding only the new texts not checkpointed before the kill, and removes the killed and
+    # the old generations and the checkpoint.
+    checkpointed = len(EmbeddingCheckpoint(root, previous.counts["embedding_model"]).load())
+    result = run_kgr("ingest", root, bigger, "--schema", SCHEMA, "--replace", "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["skipped"] is False
     assert report["counts"]["entities"] == previous.counts["entities"] + 2 * NEW_TRIPLES
     assert report["counts"]["relationships"] == previous.counts["relationships"] + NEW_TRIPLES
-    assert report["encoded"] == 3 * NEW_TRIPLES
+    assert report["encoded"] == 3 * NEW_TRIPLES - checkpointed
+    assert not (root / CHECKPOINT_DIR).exists()
     with Project.open(root) as project:
         current = project.artifact("ingest", "vectors")
         assert project.generations("vectors") == [current]

@@ -161,3 +161,25 @@ def test_killed_ingest_resumes_encoding_only_the_rest(project, inputs, run_kgr, 
             want = load_vectors(clean.artifact("ingest", "vectors"), name)
             # float16 storage; batches of another size may round the last bit differently.
             assert got.shape == want.shape and np.allclose(got, want, atol=2e-3)
+
+
+def test_appended_records_must_agree_with_the_graph(project, inputs, run_kgr, copy_project, tmp_path):
+    root = copy_project(project, "append-conflict")
+    before = files(root)
+    entities = tmp_path / "entities.jsonl"
+    first = inputs["kb"].read_text(encoding="utf-8").split("|", 1)[0]
+    entities.write_text(json.dumps({"name": first, "type": "book"}) + "\n", encoding="utf-8")
+    result = run_kgr("ingest", root, entities, "--append")
+    assert result.exit_code == ExitStatus.BAD_INPUT, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and lines[0].startswith(f"kgr: error: {entities}:1: entity '{first}' repeats"), lines
+    assert f"{root / 'kgr.duckdb'} gives" in lines[0]
+    assert files(root) == before
+
+
+def test_append_to_a_schema_typed_graph_needs_the_schema(metaqa_project, copy_project, inputs, run_kgr):
+    root = copy_project(metaqa_project, "append-schema")
+    before = files(root)
+    result = run_kgr("ingest", root, inputs["other"], "--append")
+    assert result.exit_code == ExitStatus.USAGE and "typed by the schema schema.toml" in result.stderr
+    assert files(root) == before

@@ -6,12 +6,15 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from kgr.embed import EmbeddingCheckpoint, Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
-from kgr.errors import ExitStatus, InputError, KgrError
+from kgr.errors import InputError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
+
+if TYPE_CHECKING:
+    from kgr.ingest.readers import Batch
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
@@ -20,10 +23,8 @@ INPUTS_TABLE = "ingest_inputs"
 MODES = ("replace", "append")
 
 
-class IngestRefused(KgrError):
+class IngestRefused(UsageError):
     """An ingest that cannot run as asked (it would replace or double the graph unasked); nothing is written."""
-
-    status = ExitStatus.USAGE
 
 
 def ingest_mode(replace: bool, append: bool) -> str | None:
@@ -93,6 +94,7 @@ def held_inputs(project: Project) -> list[HeldInput] | None:
 
 
 def _names(files: Sequence[str]) -> str:
+    """File names for a message."""
     return ", ".join(Path(f).name for f in files) or "no files"
 
 
@@ -134,7 +136,7 @@ def _decide(project: Project, options: IngestOptions, input_fp: str, mode: str |
         f"--replace to replace the graph with them or --append to add them to it")
 
 
-def held_graph(project: Project) -> "Batch":
+def held_graph(project: Project) -> Batch:
     """The project's current graph as a batch to merge appended files into.
 
     Descriptions kgr generated are left empty, so they are generated again for the merged names and an appended
