@@ -9,16 +9,48 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
+from rich.markup import escape
+from typer.core import TyperGroup
 
-from kgr.console import Output
+from kgr import __version__
+from kgr.console import Output, counted
 from kgr.errors import ExitStatus, KgrError, UsageError
 
+
+class LiteralHelpGroup(TyperGroup):
+    """Help texts shown as written: rich markup is escaped, so "[brackets]" in a help string stay visible."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        commands = list(self.commands.values())
+        for item in [self, *self.params, *commands, *(param for command in commands for param in command.params)]:
+            for attribute in ("help", "short_help"):
+                text = getattr(item, attribute, None)
+                if isinstance(text, str):
+                    setattr(item, attribute, escape(text))
+
+
 app = typer.Typer(
+    cls=LiteralHelpGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="rich",
     help="Retrieve relational paths from knowledge graphs (DotRAG, CS-RAG, BM25, VSS).",
 )
+
+
+def print_version(requested: bool) -> None:
+    if requested:
+        typer.echo(f"kgr {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def global_options(
+    version: bool = typer.Option(False, "--version", callback=print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Retrieve relational paths from knowledge graphs (DotRAG, CS-RAG, BM25, VSS)."""
 
 ProjectDir = typer.Argument(..., help="Project directory.", show_default=False)
 SetOption = typer.Option([], "--set", help="Override a setting, e.g. --set dotrag.search_top=20 (repeatable).")
@@ -354,6 +386,7 @@ def retrieve(
     as_json: bool = JsonOption,
 ) -> None:
     """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
+    from kgr.methods.base import WarningTally
     from kgr.methods.records import write_jsonl
     from kgr.methods.runner import check_resumable, method_class, open_run, run_method
     from kgr.project import Project
@@ -375,7 +408,10 @@ def retrieve(
                 output.out.print(record.context, markup=False, highlight=False)
                 output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, "
                             f"{record.llm_calls} backbone calls, {record.latency_ms:.0f} ms")
+            for warning in record.warnings:  # printed even with --quiet: they change how the result reads
+                output.err.print(f"warning: {warning}", markup=False, highlight=False)
             return
+        tally = WarningTally()
         if not fresh:
             check_resumable(context, method, queries, run)  # refuses before the progress bar starts
         with output.progress() as bar:
@@ -384,42 +420,6 @@ def retrieve(
                                              on_record=tally)
     output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
                 (f"; records written to {out}" if out else ""))
-
-
-def render_explain(record, output: Output) -> None:
-    from kgr.methods.base import WarningTally
-    """The record's paths as a tree: anchor, then each hop's relation and entity."""
-    from rich.tree import Tree
-
-    tree = Tree(f"[bold]{record.question}[/bold]  [dim]({record.method}, {record.backbone})[/dim]")
-    nodes: dict[tuple, Tree] = {}
-    for path in record.paths:
-        entities, relations = path["entities"], path["relations"]
-        parent, key = tree, ()
-        if len(entities) == len(relations) + 1:
-            key = (entities[0],)
-            if key not in nodes:
-                nodes[key] = tree.add(f"[bold cyan]{entities[0]}[/bold cyan]")
-            parent, rest = nodes[key], list(zip(relations, entities[1:]))
-        else:
-            rest = list(zip(relations, entities))
-        for relation, entity in rest:
-            key = key + (relation, entity)
-            if key not in nodes:
-                nodes[key] = parent.add(f"[dim]{relation}[/dim] -> {entity}")
-            parent = nodes[key]
-    output.out.print(tree)
-            for warning in record.warnings:  # printed even with --quiet: they change how the result reads
-                output.err.print(f"warning: {warning}", markup=False, highlight=False)
-    output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, {record.llm_calls} backbone calls, "
-        tally = WarningTally()
-                f"{record.latency_ms:.0f} ms")
-
-
-@app.command(name="eval")
-@command
-def evaluate_command(
-    directory: Path = ProjectDir,
     if tally.summary:
         output.err.print(f"warning: {tally.summary}", markup=False, highlight=False)
 
@@ -428,6 +428,39 @@ def hop_label(relation: str, entity: str, direction: str | None) -> str:
     """One hop as rich markup: `- r -> X` along the stored triple, `<- r - X` against it, `- r - X` if unknown."""
     head, tail = {"forward": ("-", "->"), "backward": ("<-", "-")}.get(direction or "", ("-", "-"))
     return f"{head} [dim]{escape(relation)}[/dim] {tail} {escape(entity)}"
+
+
+def render_explain(record, output: Output) -> None:
+    """The record's paths as a tree: anchor, then each hop's relation (in its stored direction) and entity."""
+    from rich.tree import Tree
+
+    tree = Tree(f"[bold]{escape(record.question)}[/bold]  [dim]({record.method}, {escape(record.backbone)})[/dim]")
+    nodes: dict[tuple, Tree] = {}
+    for path in record.paths:
+        entities, relations = path["entities"], path["relations"]
+        directions = path.get("directions") or [None] * len(relations)
+        parent, key = tree, ()
+        if len(entities) == len(relations) + 1:
+            key = (entities[0],)
+            if key not in nodes:
+                nodes[key] = tree.add(f"[bold cyan]{escape(entities[0])}[/bold cyan]")
+            parent, rest = nodes[key], list(zip(relations, entities[1:], directions))
+        else:
+            rest = list(zip(relations, entities, directions))
+        for relation, entity, direction in rest:
+            key = key + (relation, direction, entity)
+            if key not in nodes:
+                nodes[key] = parent.add(hop_label(relation, entity, direction))
+            parent = nodes[key]
+    output.out.print(tree)
+    output.info(f"{counted(len(record.paths), 'path')}, {counted(record.context_tokens, 'token')}, "
+                f"{counted(record.llm_calls, 'backbone call')}, {record.latency_ms:.0f} ms")
+
+
+@app.command(name="eval")
+@command
+def evaluate_command(
+    directory: Path = ProjectDir,
     questions: list[Path] = typer.Option(..., "--questions", help="Question file(s); one split each (repeatable)."),
     runs: list[str] = typer.Option(..., "--run", help="Stored run(s) to score (repeatable), e.g. dotrag-offline."),
     limit: int = LimitOption,
