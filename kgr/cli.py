@@ -252,7 +252,7 @@ def render_reach_show(shown: dict, output: Output) -> None:
 
 
 BackboneOption = typer.Option(None, "--backbone", help="offline, random, or a LiteLLM model (e.g. openai/gpt-4o-mini).")
-MethodOption = typer.Option("dotrag", "--method", "-m", help="dotrag, csrag, bm25 or vss.")
+MethodOption = typer.Option("dotrag", "--method", "-m", help="dotrag, csrag, bm25, vss or dpr (dense passages).")
 QuestionsOption = typer.Option(None, "--questions", help="Question file: MetaQA vanilla format or JSONL.")
 QueryOption = typer.Option(None, "--query", help="One question; [brackets] mark an entity mention.")
 LimitOption = typer.Option(0, "--limit", help="Sample this many questions (0 = all).")

@@ -164,6 +164,7 @@ class CsragConfig:
 class BaselineConfig:
     top_entities: int = ranged(40, 0)
     top_relationships: int = ranged(40, 0)
+    top_passages: int = ranged(5, 0)  # dpr: passages ranked (HippoRAG's tables report Recall@2 and @5)
 
 
 @dataclass

@@ -128,3 +128,87 @@ def test_bare_entity_path_packs_its_name(context):
     rid = int(((store.src == eid) | (store.dst == eid)).nonzero()[0][0])
     packed = pack_paths(store, [[rid]], 100, count)
     assert packed.context.count("\n") == 0 and packed.context.startswith("(")
+
+
+# -- dense passages (dpr) on the 2Wiki fixture, which has a passage corpus ------------------------------------
+TWOWIKI = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
+
+
+@pytest.fixture(scope="module")
+def passages_project(tmp_path_factory, run_kgr):
+    """The 2Wiki fixture ingested through the real command (`kgr ingest DIR triples.jsonl --passages corpus.json`)."""
+    root = tmp_path_factory.mktemp("dpr") / "project"
+    done = run_kgr("ingest", root, TWOWIKI / "triples.jsonl", "--passages", TWOWIKI / "corpus.json", "--quiet")
+    assert done.exit_code == 0, done.output
+    return root
+
+
+@pytest.fixture(scope="module")
+def passages_context(passages_project):
+    with Project.open(passages_project) as project:
+        store = GraphStore(project)
+        store.warm()
+        yield RunContext(project, project.config, store, "retrieve")
+
+
+def test_dpr_ranks_the_passage_about_the_mention(passages_context):
+    from kgr.methods.baselines import DensePassages
+
+    method = DensePassages(passages_context)
+    assert method.name == "dpr" and method.needs_reach is False
+    record = method.retrieve(Query("q", "When did [Lothair Ii]'s mother die?"))
+    store = passages_context.store
+    assert record.method == "dpr" and record.entities == [] and record.paths == []
+    assert len(record.passages) == passages_context.config.baselines.top_passages == 5
+    assert record.passages[0] == "Lothair II"
+    scores = [p["score"] for p in record.trace["passages"]]
+    assert scores == sorted(scores, reverse=True) and record.trace["cut_by_budget"] == []
+    # The context is the passages' texts, in rank order, each counted once in the token total.
+    lines = ["[{}] {}".format(*store.passages[hit["pid"]]) for hit in record.trace["passages"]]
+    assert record.context == "\n".join(lines)
+    assert [store.passages[hit["pid"]][0] for hit in record.trace["passages"]] == record.passages
+    assert record.context_tokens == sum(token_counter()(line) + 1 for line in lines)
+    assert set(record.timings_ms) == {"encode", "score", "pack"} and record.latency_ms > 0
+    json.loads(record.to_json())
+
+
+def test_dpr_tiny_budget_keeps_only_what_fits(passages_context):
+    from kgr.methods.baselines import DensePassages
+
+    full = DensePassages(passages_context).retrieve(Query("q", "When did Lothair Ii's mother die?"))
+    first = passages_context.store.passages[full.trace["passages"][0]["pid"]]
+    budget = token_counter()("[{}] {}".format(*first)) + 1
+    record = DensePassages(tiny(passages_context, budget)).retrieve(Query("q", "When did Lothair Ii's mother die?"))
+    assert 0 < record.context_tokens <= budget
+    assert record.passages and len(record.passages) < len(full.passages)
+    assert record.trace["cut_by_budget"] and not set(record.trace["cut_by_budget"]) & set(record.passages)
+
+
+def test_cli_dpr_batch_scores_passage_recall(passages_project, copy_project, run_kgr, tmp_path):
+    """Probe: `kgr retrieve --method dpr` then `kgr eval` reports passage R@2 / R@5 for it."""
+    project = copy_project(passages_project, "dpr-cli")
+    questions = TWOWIKI / "questions.jsonl"
+    done = run_kgr("retrieve", project, "--questions", questions, "--method", "dpr", "--quiet")
+    assert done.exit_code == 0, done.output
+    done = run_kgr("eval", project, "--questions", questions, "--run", "dpr-offline", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)["summaries"]["dpr-offline"]
+    (split,) = summary
+    recall = summary[split]["passage_recall"]
+    assert summary[split]["n_passages"] == 32
+    assert 0.5 < recall["2"] <= recall["5"] <= 1.0
+    assert summary[split]["answers_in_context"] > 0
+
+
+def test_cli_dpr_without_passages_is_a_missing_stage(metaqa_project, copy_project, run_kgr):
+    """Probe: a project ingested without passages refuses dpr (exit 4, one line naming the fix), no record written."""
+    project = copy_project(metaqa_project, "dpr-none")
+    out = project.parent / "dpr.jsonl"
+    done = run_kgr("retrieve", project, "--questions", METAQA / "qa_1hop.txt", "--method", "dpr", "--out", out,
+                   "--quiet")
+    assert done.exit_code == 4, done.output
+    message = done.stderr.strip()
+    assert "dpr" in message and "--passages" in message and len(message.splitlines()) == 1
+    assert not out.exists()
+    with Project.open(project) as opened:
+        assert not opened.has_table("records") or not opened.db.execute("SELECT count(*) FROM records").fetchone()[0]

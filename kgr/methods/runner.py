@@ -18,6 +18,7 @@ METHODS = {
     "csrag": "kgr.methods.csrag:CSRAG",
     "bm25": "kgr.methods.baselines:BM25",
     "vss": "kgr.methods.baselines:VSS",
+    "dpr": "kgr.methods.baselines:DensePassages",
 }
 
 _RECORDS_DDL = """
@@ -53,6 +54,8 @@ def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: b
         project.require("reach")
     store = GraphStore(project)
     store.warm()
+    if hasattr(cls, "check_store"):
+        cls.check_store(project, store)  # refuse a project lacking what the method reads, before anything is written
     return RunContext(project, project.config, store, stage, use_cache=use_cache)
 
 
