@@ -52,7 +52,9 @@ def test_a_near_miss_is_used_and_warned_and_an_exact_mention_is_not(run_kgr, pro
     assert len(warnings) == 1
     assert warnings[0].startswith("warning: mention 'Wendy Scribes' matched entity 'Wendy Scribe' loosely (cosine 0.9")
     code, exact, warnings = ask(run_kgr, project, EXACT, method)
-    assert code == 0 and exact["anchors"] == ["Wendy Scribe"] and exact["paths"] == record["paths"]
+    # the same walk; CS-RAG's scores differ a little, as they read the question text with its own spelling
+    assert code == 0 and exact["anchors"] == ["Wendy Scribe"]
+    assert [p["entities"] for p in exact["paths"]] == [p["entities"] for p in record["paths"]]
     assert warnings == [] and exact["warnings"] == [] and exact["unmatched_mentions"] == []
 
 
