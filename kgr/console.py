@@ -9,6 +9,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`count` and the noun in the right number: "1 entity", "11 entities", "2 relation labels"."""
+    if count == 1:
+        return f"{count:,} {noun}"
+    if plural is None:
+        plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{count:,} {plural}"
+
+
 class Output:
     """Where the CLI writes: `out` for results (stdout), `err` for messages and progress (stderr)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kgr.console import counted
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -56,10 +57,10 @@ def _example(store: GraphStore, eid: int) -> str:
 
 
 def extractive_summary(profile: TypeProfile) -> str:
-    """A type's summary built from the graph alone."""
+    """A type's summary built from the graph alone (the overview lists it under the type's name)."""
     relations = "; ".join(f"{r} -> {other}" for r, other, _ in profile.relations) or "none"
-    return (f"{profile.name} ({profile.count:,} entities). Linked by: {relations}. "
-            f"Examples: {', '.join(profile.examples) or 'none'}.")
+    examples = ", ".join(profile.examples) or "none"
+    return f"{counted(profile.count, 'entity')}. Linked by: {relations}. Examples: {examples}."
 
 
 def run_overview(project: Project, *, force: bool = False, use_cache: bool = True,
@@ -83,14 +84,16 @@ def run_overview(project: Project, *, force: bool = False, use_cache: bool = Tru
         decision = complete_text(
             client, "overview_type",
             {"type": profile.name, "count": profile.count, "examples": "\n".join(profile.examples),
-             "relations": "\n".join(f"{r} -> {o} ({n:,} relationships)" for r, o, n in profile.relations)},
+             "relations": "\n".join(f"{r} -> {o} ({counted(n, 'relationship')})"
+                                     for r, o, n in profile.relations)},
             purpose="overview_type", stage=STAGE, fallback=lambda p=profile: extractive_summary(p),
         )
         rows.append(("type", profile.name, decision.value, decision.source))
         if advance:
             advance(1)
-    counts = (f"{store.num_entities:,} entities of {len(store.type_names)} types, {len(store.src):,} relationships "
-              f"with {len(store.relation_labels)} relation labels.")
+    labels = counted(len(store.relation_labels), "relation label")
+    counts = (f"{counted(store.num_entities, 'entity')} of {counted(len(store.type_names), 'type')}, "
+              f"{counted(len(store.src), 'relationship')} with {labels}.")
     summaries = "\n".join(f"- {name}: {text}" for _, name, text, _ in rows)
     graph = complete_text(client, "overview_graph", {"counts": counts, "summaries": summaries},
                           purpose="overview_graph", stage=STAGE,

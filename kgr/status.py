@@ -40,25 +40,28 @@ def _size(value: int) -> str:
 
 
 def render_status(report: dict[str, Any], console) -> None:
-    """Print the status report as rich tables."""
+    """Print the status report as rich tables; a value too wide for its column wraps, it is never cut short."""
+    from rich.markup import escape
     from rich.table import Table
 
-    stages = Table(title=f"kgr project {report['project']}", title_justify="left")
+    # Names and counts come from the user's data: escaped, so "[x]" in them is shown rather than read as markup.
+    stages = Table(title=f"kgr project {escape(report['project'])}", title_justify="left")
     for column in ("stage", "ran at", "took", "state", "counts"):
-        stages.add_column(column)
+        stages.add_column(column, overflow="fold")
     for stage in report["stages"]:
-        counts = ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in stage["counts"].items())
-        state = stage["state"] if stage["state"] == "current" else f"[red]stale: {stage['state']}[/red]"
-        stages.add_row(stage["stage"], stage["ran_at"], f"{stage['duration_s']:.1f}s", state, counts)
+        counts = "\n".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in stage["counts"].items())
+        state = stage["state"] if stage["state"] == "current" else f"[red]stale: {escape(stage['state'])}[/red]"
+        ran_at = stage["ran_at"].replace("T", " ")  # a space lets a narrow column wrap between date and time
+        stages.add_row(stage["stage"], ran_at, f"{stage['duration_s']:.1f}s", state, escape(counts))
     if not report["stages"]:
         stages.add_row("(none)", "", "", "", "run `kgr ingest`")
     console.print(stages)
     for title, key in (("entities per type", "types"), ("relationships per relation", "relations")):
         if report[key]:
             table = Table(title=title, title_justify="left")
-            table.add_column(key[:-1])
-            table.add_column("count", justify="right")
+            table.add_column(key[:-1], overflow="fold")
+            table.add_column("count", justify="right", overflow="fold")
             for name, count in report[key].items():
-                table.add_row(name, f"{count:,}")
+                table.add_row(escape(name), f"{count:,}")
             console.print(table)
     console.print("on disk: " + ", ".join(f"{k} {_size(v)}" for k, v in report["disk_bytes"].items()))

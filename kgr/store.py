@@ -178,6 +178,10 @@ class GraphStore:
     def triple(self, rid: int) -> tuple[str, str, str]:
         return self.names[self.src[rid]], self.relation_of(rid), self.names[self.dst[rid]]
 
+    def direction(self, rid: int, start: int) -> str:
+        """How a walk from entity `start` takes relationship `rid`: "forward" (subject to object) or "backward"."""
+        return "forward" if int(self.src[rid]) == start else "backward"
+
     def warm(self) -> None:
         """Load everything retrieval touches, so per-question latency excludes initialization."""
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index

@@ -116,7 +116,7 @@ def test_retrieve_explain_prints_a_tree(work, run_kgr):
     assert text.splitlines()[0].startswith(QUESTION) and "(dotrag, offline)" in text.splitlines()[0]
     assert "Temuera Morrison" in text.splitlines()[1]
     for answer in ANSWERS:
-        assert f"starred_actors -> {answer}" in text
+        assert f"<- starred_actors - {answer}" in text  # (movie, starred_actors, actor) walked from the actor
     assert "└──" in text
 
 

@@ -35,7 +35,8 @@ def test_offline_overview_is_extractive_and_recorded(project_dir):
         assert [(kind, name) for kind, name, _, _ in rows] == [("type", t) for t in TYPES] + [("graph", "")]
         assert {source for *_, source in rows} == {"fallback"}
         texts = {name: text for _, name, text, _ in rows}
-        assert texts["movie"].startswith("movie (8 entities)")
+        assert texts["movie"].startswith("8 entities. Linked by: ")  # listed under its name: not repeated
+        assert "- movie: 8 entities. Linked by: " in texts[""]
         for step in ("starred_actors -> actor", "directed_by -> director", "written_by -> writer",
                      "in_language -> language", "has_genre -> genre"):
             assert step in texts["movie"]

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit
 
 from kgr.backbone.accounting import CallLog, CallRecord
 from kgr.backbone.cache import CachedReply, ResponseCache, cache_key
@@ -54,11 +55,28 @@ def _error(message: str, kind: str) -> BackboneError:
     return error
 
 
-def _failure(model: str, purpose: str, exc: Exception, attempts: int) -> BackboneError:
-    """A one-line BackboneError describing a failed call."""
+def endpoint_label(api_base: str) -> str:
+    """Where requests go, fit to print: backbone.api_base without user, password, query or fragment."""
+    if not api_base.strip():
+        return "the provider's default endpoint"
+    parts = urlsplit(api_base.strip())
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number: print the address up to its query, scrubbed
+        parts = None
+    if parts is None or not parts.scheme or not parts.hostname:
+        return scrub(api_base.strip().split("?", 1)[0].rsplit("@", 1)[-1])
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return scrub(f"{parts.scheme}://{host}{port}{parts.path}")
+
+
+def _failure(model: str, api_base: str, purpose: str, exc: Exception, attempts: int) -> BackboneError:
+    """A one-line BackboneError naming the model and the endpoint of a failed call."""
     detail = (str(exc).strip().splitlines() or [""])[0][:300]
     kind = type(exc).__name__
-    return _error(f"{model} failed for {purpose} after {attempts} attempt(s): {kind}: {detail}", kind)
+    where = f"{endpoint_label(api_base)} (backbone.api_base)" if api_base.strip() else endpoint_label(api_base)
+    message = f"{model} at {where} failed for {purpose} after {attempts} attempt(s): {kind}: {detail}"
+    return _error(message, kind)
 
 
 class _Caps:
@@ -195,7 +213,7 @@ class LLMClient:
             except Exception as exc:  # LiteLLM maps every provider error onto its exception classes
                 self._caps.settle(worst, 0.0)
                 if not _is_retryable(exc) or attempt > self.config.max_retries:
-                    raise _failure(self.model, record.purpose, exc, attempt) from None
+                    raise _failure(self.model, self.config.api_base, record.purpose, exc, attempt) from None
                 delay = min(self.retry_max, self.retry_base * 2 ** (attempt - 1))
                 log.info("retrying %s after %s", self.model, scrub(type(exc).__name__))
                 time.sleep(delay / 2 + random.uniform(0, delay / 2))

@@ -479,6 +479,7 @@ class CSRAG:
                       *self.context.take_warnings(query.id)],
             entities=[names[e] for e in entity_order],
             paths=[{"entities": [names[c.near], names[c.far]], "relations": [store.relation_of(c.rid)],
+                    "directions": [store.direction(c.rid, c.near)],
                     "similarities": [round(c.score, 4)], "score": round(c.score, 4), "constraint": i}
                    for i, c in kept_paths],
             context=packed.context,

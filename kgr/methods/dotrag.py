@@ -411,4 +411,5 @@ class DotRAG:
     def _describe(self, path: Path) -> dict[str, Any]:
         names = self.store.names
         return {"entities": [names[e] for e in path.eids], "relations": [self.store.relation_of(r) for r in path.rids],
+                "directions": [self.store.direction(r, e) for r, e in zip(path.rids, path.eids)],
                 "similarities": list(path.sims), "score": round(path.score, 4), "depth": len(path.rids)}
