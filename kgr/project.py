@@ -286,8 +286,11 @@ class Project:
         return name
 
     def _live_artifacts(self) -> set[str]:
-        """The artifact folders (relative to the root) the latest run of each stage refers to."""
-        return {path for run in self.runs() for path in run.artifacts.values()}
+        """The artifact folders (relative to the root) the latest run of each stage refers to (a writer's query)."""
+        rows = self.db.execute(
+            "SELECT artifacts FROM manifest QUALIFY row_number() OVER (PARTITION BY stage ORDER BY started_at DESC) = 1"
+        ).fetchall()
+        return {path for (artifacts,) in rows for path in json.loads(artifacts).values()}
 
     def _retire_snapshots(self, keep: str | None) -> None:
         """Delete snapshots no reader holds (except `keep`) and the superseded folders only they referred to."""
@@ -304,6 +307,8 @@ class Project:
                 (self._snapshot_dir / f"{name}.duckdb").unlink(missing_ok=True)
                 record_path.unlink()
             freed.update(record["artifacts"])
+        if not freed:
+            return
         still_used = self._held_artifacts() | (self._live_artifacts() if self.db_path.exists() else set())
         for relative in sorted(freed - still_used):
             shutil.rmtree(self.root / relative, ignore_errors=True)

@@ -176,3 +176,26 @@ def test_nothing_defaults_to_the_development_machines_folders():
     found = [f"{path.relative_to(ROOT)}:{number}" for path in checked
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if machine in line]
     assert found == []
+
+
+# -- defaults chosen by measurement (issue #16 item 7) -------------------------------------------------------------
+def test_the_encoder_defaults_to_one_thread():
+    """bench/encoder_threads.py: beside other busy processes a 2-thread encoder's queries took 7x longer."""
+    from kgr.config import load_config
+    from kgr.embed import project_encoder
+
+    config = load_config(None, None, environ={})
+    assert config.embedding.threads == 1 and project_encoder(config).threads == 1
+
+
+def test_a_retrieval_context_loads_the_encoder_and_token_counter_before_the_first_question(metaqa_project):
+    from kgr.backbone import runtime
+    from kgr.methods.base import RunContext
+
+    runtime._encoding.cache_clear()  # as in a fresh process: no tiktoken encoding read yet
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+        RunContext(project, project.config, store, "overview")  # not a timed stage: nothing is loaded for it
+        assert store.encoder._model is None and runtime._encoding.cache_info().currsize == 0
+        RunContext(project, project.config, store, "retrieve")
+        assert store.encoder._model is not None and runtime._encoding.cache_info().currsize == 1

