@@ -61,7 +61,8 @@ def test_record_fields(methods, context, temuera, name):
     assert len(set(record.entities)) == len(record.entities)
     assert 0 < len(record.paths) <= context.config.baselines.top_relationships
     for path in record.paths:
-        assert set(path) == {"entities", "relations", "similarities", "score"}
+        assert set(path) == {"entities", "relations", "directions", "similarities", "score"}
+        assert path["directions"] == ["forward"]  # a relationship hit is shown as stored: subject to object
         assert len(path["entities"]) == 2 and len(path["relations"]) == 1 and len(path["similarities"]) == 1
         assert path["score"] == path["similarities"][0]
         assert f"({path['entities'][0]}; {path['relations'][0]}; {path['entities'][1]})" in record.context
