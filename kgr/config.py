@@ -101,6 +101,9 @@ class DotragConfig:
     hedge_trajectories: int = ranged(5, 0)
     search_top: int = ranged(40, 1)  # ks
     search_per_entity: bool = True  # ks per frontier entity: a hub's fan-out cannot crowd out others'; False = per hop
+    # ks for the anchor's own relationships: those of one relation differ only by the far entity's name, which the
+    # question does not give ("name a player who plays [Forward]" has 161 answers); 0 = ks (paper)
+    anchor_top: int = ranged(1000, 0)
     min_similarity: float = ranged(0.30, -1.0, 1.0)
     search_within: bool = True  # hop h extends toward the type's entities 1..h hops away; False = exactly h (paper)
     # also drop candidates this far below the hop's best similarity; 0 = off (paper)
@@ -143,6 +146,8 @@ class OfflineConfig:
     # below this, no question word matches any reachable relation or type well
     confident_similarity: float = ranged(0.6, -1.0, 1.0)
     typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
+    # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
+    tie_margin: float = ranged(0.1, 0.0)
 
 
 @dataclass

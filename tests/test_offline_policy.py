@@ -76,6 +76,14 @@ HOP2_OPTIONS = [
 ]
 
 
+def lookup(table: dict[str, np.ndarray]):
+    """An embedding from a hand-made table; a single label word the table leaves out is its label phrase."""
+    def embed(texts):
+        return np.stack([table[t] if t in table else table[next(k for k in table if t in k.split())]
+                         for t in texts])
+    return embed
+
+
 def policy(embed=bow_embed, max_hops: int = 3) -> OfflinePolicy:
     return OfflinePolicy(embed, SCHEMA, max_hops=max_hops)
 
@@ -196,7 +204,7 @@ def test_relation_choice_is_not_hidden_by_the_shared_type():
         "act": np.array([0.46, 0.36, 0.28, np.sqrt(1 - 0.46**2 - 0.36**2 - 0.28**2), 0, 0, 0, 0], np.float32),
         "actor": basis[4], "director": basis[5],
     }
-    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]),
+    pol = OfflinePolicy(lookup(table),
                         {"actor": [("starred_actors", "movie")], "director": [("directed_by", "movie")],
                          "movie": []}, max_hops=1)
     options = [TrajectoryOption("movie", 4, ["directed_by", "starred_actors"])]
@@ -323,7 +331,7 @@ def test_a_role_word_for_the_anchor_supports_the_first_step_it_names():
     schema = {"director": [("directed_by", "movie")], "writer": [("written_by", "movie")],
               "movie": [("starred_actors", "actor"), ("directed_by", "director"), ("written_by", "writer")],
               "actor": [("starred_actors", "movie")]}
-    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema)
+    pol = OfflinePolicy(lookup(table), schema)
     gil = anchor("Gil Cates", "director", "writer")
     question = "who are the actors of the director [Gil Cates]"
     options = [TrajectoryOption("movie", 5, ["directed_by", "written_by"])]
@@ -343,7 +351,7 @@ def test_a_role_word_names_the_way_out_of_the_type_it_describes():
              "directed by": e[5], "written by": 0.3 * e[1] + np.sqrt(1 - 0.3**2) * e[2]}
     schema = {"director": [("directed_by", "movie")], "writer": [("written_by", "movie"), ("directed_by", "movie")],
               "movie": [("directed_by", "director"), ("written_by", "writer")]}
-    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema)
+    pol = OfflinePolicy(lookup(table), schema)
     assert pol._role_relation(["scribe"], ["director", "writer"]) == "written_by"
     wendy = anchor("Wendy Ode", "director", "writer")
     scorer = pol._scorer("who are fellow to the scribe [Wendy Ode]", wendy)
@@ -367,7 +375,7 @@ def test_a_role_noun_counts_from_appositive_similarity(threshold, to_actors):
              "starred actors": 0.3 * e[3] + np.sqrt(1 - 0.3**2) * e[2]}
     schema = {"writer": [("written_by", "movie")], "actor": [("starred_actors", "movie")],
               "movie": [("starred_actors", "actor"), ("written_by", "writer")]}
-    pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema,
+    pol = OfflinePolicy(lookup(table), schema,
                         settings=OfflineConfig(appositive_similarity=threshold))
     options = [TrajectoryOption("actor", 9, ["starred_actors"]), TrajectoryOption("writer", 2, ["written_by"])]
     step = pol.review("q", "who are the actors of the screenwriter [Stan Mann]", anchor("Stan Mann", "writer"),
@@ -397,7 +405,7 @@ def test_the_agent_of_a_passive_verb_leaves_by_its_role():
     writing_only = (("written_by", "movie"),)
 
     def scores(cost: float):
-        pol = OfflinePolicy(lambda texts: np.stack([table[t] for t in texts]), schema,
+        pol = OfflinePolicy(lookup(table), schema,
                             settings=OfflineConfig(agent_cost=cost))
         return pol, pol._scorer(question, fry)([acting_first, writing_only])
 
@@ -447,3 +455,34 @@ def test_only_words_right_by_the_mention_describe_the_anchor(distance, goes_on):
     options = [TrajectoryOption("movie", 7, ["starred_actors"])]
     step = pol.review("q", question, anchor("Dead Man Down", "movie"), [hop(1, "starred_actors", "actor")], options, 3)
     assert isinstance(step, Continue) == goes_on
+
+
+# -- probes: the real `kgr` commands on a graph in another vocabulary (issue #14) -------------------------------
+COMPANIES = __import__("pathlib").Path(__file__).parent / "data" / "companies.csv"
+
+
+@pytest.fixture(scope="module")
+def companies_project(tmp_path_factory, run_kgr):
+    """tests/data/companies.csv (companies, people, cities; snake_case, camelCase and `_inverse` labels; no
+    schema, so types are inferred as relations' subjects and objects) ingested with the real model, map built."""
+    root = tmp_path_factory.mktemp("companies") / "project"
+    for args in (("ingest", root, COMPANIES), ("reach", root)):
+        result = run_kgr(*args, "--quiet")
+        assert result.exit_code == 0, result.output
+    return root
+
+
+def retrieved(run_kgr, project, question: str) -> list[str]:
+    import json
+
+    result = run_kgr("retrieve", project, "--query", question, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["entities"]
+
+
+@pytest.mark.parametrize("question, answer", [
+    ("where is the company that [Gina Park] works for", "Lyon"),  # "where" names the city step after works_for
+    ("[Hugo Lenz]'s employer is headquartered in which city", "Porto"),  # a possessive chain
+])
+def test_probe_the_walk_follows_this_graphs_labels(companies_project, run_kgr, question, answer):
+    assert answer in retrieved(run_kgr, companies_project, question)

@@ -110,6 +110,7 @@ class OfflinePolicy:
         self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
+        self._shared_words = shared_label_words(r for steps in schema.values() for r, _ in steps)
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
@@ -165,11 +166,23 @@ class OfflinePolicy:
                         moves.append((index, relation))
         scores = scorer(stops + goes)
         best_stop = int(np.argmax(scores[:len(stops)]))  # the first (shallowest) of equal scores
+        stop_score, margin = scores[best_stop], self.settings.tie_margin
         if goes:
-            best_go = int(np.argmax(scores[len(stops):]))
-            if scores[len(stops) + best_go] > scores[best_stop]:
+            go_scores = scores[len(stops):]
+            best_go = int(np.argmax(go_scores))
+            go_score = go_scores[best_go]
+            # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
+            if go_score > stop_score or (margin > 0 and go_score > stop_score - margin):
                 index, relation = moves[best_go]
-                return Continue(index, step_query(relation, options[index].type))
+                also: dict[int, str] = {}
+                for k in np.argsort(-go_scores, kind="stable"):
+                    other, other_relation = moves[k]
+                    if go_scores[k] < go_score - margin or margin <= 0:
+                        break
+                    if other != index and other not in also:
+                        also[other] = step_query(other_relation, options[other].type)
+                keep = [best_stop + 1] if margin > 0 and abs(go_score - stop_score) < margin else []
+                return Continue(index, step_query(relation, options[index].type), list(also.items()), keep)
         return Stop([best_stop + 1])
 
     # -- scoring -----------------------------------------------------------------------------------------------
@@ -212,12 +225,11 @@ class OfflinePolicy:
 
     def _type_similarities(self, words: list[str], anchor_types: list[str]) -> np.ndarray:
         """Per anchor type, the highest cosine between any of `words` and the type's words."""
-        kinds = self._vector([type_words(t) for t in anchor_types])
-        return (self._vector(words) @ kinds.T).max(axis=0)
+        return (self._vector(words) @ self._type_vectors(anchor_types).T).max(axis=0)
 
     def _way_out(self, type_name: str) -> str | None:
         """The most frequent relation leaving a type (the schema lists them most frequent first)."""
-        return next((r for r, _ in self.schema.get(type_name, []) if relation_words(r)), None)
+        return next((r for r, _ in self.schema.get(type_name, []) if label_words(r)), None)
 
     def _agent_relation(self, question: str, anchor_types: list[str]) -> str | None:
         """The relation of the anchor's role as the agent of a passive verb ("the films acted by [X]"), for an
@@ -242,6 +254,12 @@ class OfflinePolicy:
                         chains.append(((relation, next_type),) + tail)
             self._tails[key] = chains
         return self._tails[key]
+
+    def _type_vectors(self, type_names: list[str]) -> np.ndarray:
+        """The types' word vectors; a type with no words of its own (a relation's subject) matches no word."""
+        texts = [type_words(t) for t in type_names]
+        vectors = self._vector([t or " " for t in texts])
+        return np.where(np.array([bool(t) for t in texts])[:, None], vectors, 0.0)
 
     def _vector(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
@@ -269,8 +287,7 @@ class OfflinePolicy:
         if words:
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
-            kinds = self._vector([type_words(t) for t in anchor.types])
-            sims = self._vector([w for w, _ in words]) @ kinds.T
+            sims = self._vector([w for w, _ in words]) @ self._type_vectors(anchor.types).T
             # "the director [X]" describes X; "director of [X]" asks for X's director
             owned_by_mention = {m.group(1).lower() for m in _OF_MENTION.finditer(question)}
             role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
@@ -286,10 +303,12 @@ class OfflinePolicy:
         distance = np.array([d for _, d in words], dtype=float)
 
         def similarities(steps: list[tuple[str, str]]) -> np.ndarray:
-            """words x steps: each word's cosine with the step's relation words or type words, whichever is higher."""
-            relation_vectors = self._vector([relation_words(r) or type_words(t) for r, t in steps])
-            type_vectors = self._vector([type_words(t) for _, t in steps])
-            return np.maximum(word_vectors @ relation_vectors.T, word_vectors @ type_vectors.T)
+            """words x steps: each word's best cosine with the step's relation or type phrase or any single word of
+            them, so a synonym of one label word ("team" for `plays_in_club`'s "club") is not diluted by the rest."""
+            texts = [step_texts(r, t, self._shared_words) for r, t in steps]
+            columns = self._vector([text for group in texts for text in group])
+            starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
+            return np.maximum.reduceat(word_vectors @ columns.T, starts, axis=1)
 
         def score(chains: list[Chain]) -> np.ndarray:
             scores = np.full(len(chains), -np.inf)
@@ -347,7 +366,7 @@ class OfflinePolicy:
             """How well the relation's own words match the question's best word (orders tied choices)."""
             if word_vectors is None:
                 return 0.0
-            return float((word_vectors @ self._vector([relation_words(relation)])[0]).max())
+            return float((word_vectors @ self._vector([label_words(relation) or relation])[0]).max())
 
         def best_match(steps: list[tuple[str, str]]) -> float | None:
             """The highest similarity between any question word and any of the steps (None without content words)."""
@@ -380,12 +399,43 @@ def _returning_steps(chain: Chain, anchor_types: list[str]) -> list[bool]:
     return [back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain))]
 
 
+def label_words(relation: str) -> str:
+    """A relation label as words, an `_inverse` twin read as its base relation (`plays_in_club_inverse` -> `plays in
+    club`): the walk goes both ways along every edge, so the twin names the same link."""
+    words = relation_words(relation)
+    base = re.sub(r"(?:^| )inverse$", "", words).strip()
+    return base or words
+
+
+def step_texts(relation: str, type_name: str, shared: frozenset[str] = frozenset()) -> list[str]:
+    """What a step is called: its relation phrase, its type phrase and each of their words that no other relation
+    label of the graph uses (`plays` in three labels says nothing about which one; `club` names one)."""
+    phrases = [p for p in (label_words(relation), type_words(type_name)) if p] or [relation or type_name]
+    words = [w for p in phrases for w in p.split() if w not in STOP_WORDS and w not in shared]
+    return list(dict.fromkeys(phrases + words))
+
+
+def shared_label_words(relations) -> frozenset[str]:
+    """Words used by more than one distinct relation label (an `_inverse` twin counts as its base)."""
+    counts: dict[str, int] = {}
+    for phrase in {label_words(r) for r in relations}:
+        for word in set(phrase.split()):
+            counts[word] = counts.get(word, 0) + 1
+    return frozenset(w for w, n in counts.items() if n > 1)
+
+
 def type_words(type_name: str) -> str:
-    """A type name as words, without the role suffix of inferred types (`directed_by:object` -> `directed by`)."""
-    return relation_words(type_name.rsplit(":", 1)[0] if type_name.endswith((":subject", ":object")) else type_name)
+    """A type name as words. An inferred type is a relation's object or subject: the object of `is_in_country` is
+    what the relation names (`is in country`), its subject has no name of its own in the graph (""), so a club
+    typed `is_in_country:subject` does not already explain "where" or "country" before the step that reaches one."""
+    if type_name.endswith(":object"):
+        return label_words(type_name.rsplit(":", 1)[0])
+    if type_name.endswith(":subject"):
+        return ""
+    return relation_words(type_name)
 
 
 def step_query(relation: str, type_name: str) -> str:
     """The search phrase for a hop: the relation's words and the target type's words (each once)."""
-    relation_text, type_text = relation_words(relation), type_words(type_name)
-    return relation_text if type_text == relation_text else f"{relation_text} {type_text}".strip()
+    relation_text, type_text = label_words(relation), type_words(type_name)
+    return relation_text if type_text in ("", relation_text) else f"{relation_text} {type_text}".strip()

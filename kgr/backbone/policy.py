@@ -48,6 +48,8 @@ class HopSummary:
 class Continue:
     option: int  # index into the offered continuation options
     query: str
+    also: list[tuple[int, str]] = field(default_factory=list)  # near-tied options searched too: (index, query)
+    keep: list[int] = field(default_factory=list)  # depths walked so far that stay answers (a near-tied Stop)
 
 
 @dataclass

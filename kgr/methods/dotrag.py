@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from kgr.backbone.offline import OfflinePolicy, step_query
+from kgr.backbone.offline import OfflinePolicy, label_words, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
-from kgr.graph import normalize_name, relation_words
+from kgr.graph import normalize_name
 from kgr.store import GraphStore
 
 
@@ -299,35 +299,44 @@ class DotRAG:
         frontier = np.array([anchor], dtype=np.int32)
         by_depth: dict[int, list[Path]] = {0: [Path((), (anchor,), ())]}
         walk: list[HopSummary] = []
-        type_name, hop_query = pair.type, pair.query
-        edges = None
+        # the hop's branches: (type, query, candidate edges); near ties in a review add branches (recall first)
+        branches: list[tuple[str, str, Any]] = [(pair.type, pair.query, None)]
         preferred: list[int] = []
+        also_depths: list[int] = []  # depths a near-tied Stop would have kept
         for depth in range(1, settings.max_hops + 1):
-            type_id = reach.type_id(type_name)
-            if edges is None:
-                edges = self._candidates(anchor, depth, type_id, frontier)
-            rids, near, far = edges
-            kept, sims = self._select(rids, hop_query, near)
-            trace["reached"].update(store.names[e] for e in far.tolist())
-            kept_set = set(kept.tolist())
-            trace["filtered"].update(store.names[far[i]] for i in range(len(rids)) if i not in kept_set)
-            if not len(kept):
+            picked = []
+            for type_name, hop_query, edges in branches:
+                if edges is None:
+                    edges = self._candidates(anchor, depth, reach.type_id(type_name), frontier)
+                rids, near, far = edges
+                kept, sims = self._select(rids, hop_query, near, depth)
+                trace["reached"].update(store.names[e] for e in far.tolist())
+                kept_set = set(kept.tolist())
+                trace["filtered"].update(store.names[far[i]] for i in range(len(rids)) if i not in kept_set)
+                picked.append((rids[kept], near[kept], far[kept], sims[kept]))
+            rids, near, far, sims = (np.concatenate(column) for column in zip(*picked))
+            unique = np.sort(np.unique(rids, return_index=True)[1])  # a multi-typed entity may be in two branches
+            rids, near, far, sims = rids[unique], near[unique], far[unique], sims[unique]
+            if not len(rids):
                 break
-            by_depth[depth] = self._extend(by_depth[depth - 1], rids[kept], near[kept], far[kept], sims[kept])
-            frontier = np.unique(far[kept]).astype(np.int32)
-            walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[kept[0]])), len(kept),
-                                   [store.relationship_texts[r] for r in rids[kept][:3]]))
+            by_depth[depth] = self._extend(by_depth[depth - 1], rids, near, far, sims)
+            frontier = np.unique(far).astype(np.int32)
+            type_name, hop_query = branches[0][0], branches[0][1]
+            walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[0])), len(rids),
+                                   [store.relationship_texts[r] for r in rids[:3]]))
             if depth == settings.max_hops:
                 preferred = [depth]  # the walk went all the way on purpose: its last hop holds the answer
                 break
             options, option_edges = self._next_options(anchor, depth + 1, frontier)
             step = self.policy.review(query.id, query.text, anchor_option, walk, options, settings.max_hops)
             if isinstance(step, Continue):
-                type_name, hop_query = options[step.option].type, step.query
-                edges = option_edges[step.option]
+                branches = [(options[i].type, q, option_edges[i]) for i, q in [(step.option, step.query), *step.also]
+                            if 0 <= i < len(options)]
+                also_depths += step.keep
                 continue
             preferred = [d for d in step.depths if d in by_depth and d > 0]
             break
+        preferred += [d for d in also_depths if d in by_depth and d not in preferred]
         if not preferred and walk:
             preferred = [len(walk)]
         paths = [p for d in preferred for p in by_depth.get(d, [])]
@@ -345,9 +354,10 @@ class DotRAG:
         far = np.where(in_frontier, self.store.dst, self.store.src)
         return rids, near, far
 
-    def _select(self, rids: np.ndarray, hop_query: str, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Indices of the top-ks candidates (per frontier entity `near`, or per hop) above the minimum similarity to
-        the hop's query, and all similarities.
+    def _select(self, rids: np.ndarray, hop_query: str, near: np.ndarray,
+                depth: int = 2) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the top-ks candidates (per frontier entity `near`, or per hop; `anchor_top` at the first hop)
+        above the minimum similarity to the hop's query, and all similarities.
 
         A relationship's similarity is that of its text (`head relation tail`), blended with that of its relation
         label by `label_weight`: entity names dominate the text's embedding, so a relationship of exactly the asked
@@ -365,10 +375,11 @@ class DotRAG:
                 # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
                 eligible = label_sims >= label_sims.max() - settings.label_margin
         masked = np.where(eligible, sims, -np.inf)
+        top = settings.anchor_top if depth == 1 and settings.anchor_top else settings.search_top
         if settings.search_per_entity:
-            best = top_k_per_group(masked, near, settings.search_top)
+            best = top_k_per_group(masked, near, top)
         else:
-            best = top_k(masked, settings.search_top)
+            best = top_k(masked, top)
         floor = settings.min_similarity
         if settings.relative_margin > 0 and len(best):
             floor = max(floor, float(sims[best[0]]) - settings.relative_margin)
@@ -376,7 +387,7 @@ class DotRAG:
 
     @cached_property
     def _label_vectors(self) -> np.ndarray:
-        return self.store.encoder.encode([relation_words(label) for label in self.store.relation_labels])
+        return self.store.encoder.encode([label_words(label) for label in self.store.relation_labels])
 
     def _extend(self, paths: list[Path], rids, near, far, sims) -> list[Path]:
         ending: dict[int, list[Path]] = {}
