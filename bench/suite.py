@@ -224,6 +224,28 @@ def run_project(project_name: str, sets: list[tuple[DevSet, list]], methods: lis
     return rows
 
 
+def run_when_free(jobs: dict[str, Callable[[], list[dict]]], wait: float, log) -> list[dict]:
+    """Run each project's job; a project another process is writing is retried after the others, every 20 s, for
+    up to `wait` seconds (then its ProjectBusyError stops the suite)."""
+    from kgr.errors import ProjectBusyError
+
+    deadline = time.monotonic() + wait
+    rows: list[dict] = []
+    pending = dict(jobs)
+    while pending:
+        for name, job in list(pending.items()):
+            try:
+                rows += job()
+                del pending[name]
+            except ProjectBusyError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log(f"{name} deferred: {exc.message}")
+        if pending:
+            time.sleep(20)
+    return rows
+
+
 def suite_means(rows: list[dict], methods: list[str]) -> dict[str, dict]:
     """Each method's recall averaged over the sets it ran on (entity methods only)."""
     means = {}
@@ -263,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backbone", default="offline")
     parser.add_argument("--fresh", action="store_true", help="recompute records even of unchanged code")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--wait", type=float, default=900,
+                        help="seconds to wait for a project another process is writing (default 900; 0: fail at once)")
     add_threads_option(parser)
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -283,14 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     stage_seconds: dict[str, dict] = {}
     try:
-        for project_name in dict.fromkeys(s.project for s in chosen):
+        def job(project_name: str) -> list[dict]:
             inputs = prepare_inputs(project_name)
             if inputs:
                 stage_seconds[project_name] = build_project(PROJECTS / project_name, inputs, log)
             sets = [(s, sample(s.questions(), args.limit or s.size, args.seed)) for s in chosen
                     if s.project == project_name]
             log(f"{project_name}: " + ", ".join(f"{s.name} {len(qs)}" for s, qs in sets) + " questions")
-            rows += run_project(project_name, sets, methods, args, log)
+            return run_project(project_name, sets, methods, args, log)
+
+        jobs = {name: (lambda name=name: job(name)) for name in dict.fromkeys(s.project for s in chosen)}
+        rows = run_when_free(jobs, args.wait, log)
+        rows.sort(key=lambda r: (SET_NAMES.index(r["set"]), METHODS.index(r["method"])))
     except KgrError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status
