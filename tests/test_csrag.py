@@ -225,6 +225,7 @@ def test_retrieve_record_and_stored_plan(offline):
     assert record.entities[:2] == ["Nicki Minaj", "Port of Spain"]
     assert "Port of Spain" in record.context and record.passages[:2] == ["Changed It", "Nicki Minaj"]
     assert record.paths[0] == {"entities": ["Changed It", "Nicki Minaj"], "relations": ["performer"],
+                               "directions": ["forward"],  # (Changed It, performer, Nicki Minaj) as stored
                                "similarities": [record.paths[0]["score"]], "score": record.paths[0]["score"],
                                "constraint": 0}
     trace = record.trace
