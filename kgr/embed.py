@@ -40,7 +40,8 @@ def resolve_model_path(model: str) -> str:
 class Encoder:
     """Encodes texts to L2-normalized float32 vectors; the model loads on first use."""
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 0):
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 1):
+        """`threads` as `embedding.threads`: torch threads, 0 = torch's default (one per core)."""
         self.model_name = model
         self.batch_size = batch_size
         self.threads = threads
