@@ -154,6 +154,9 @@ def ingest(
         counts = ", ".join(f"{value:,} {name}" for name, value in report.counts.items())
         times = ", ".join(f"{name} {value:.1f}s" for name, value in report.seconds.items())
         output.info(f"ingested {counts}; encoded {report.encoded:,} new texts ({times})")
+        if report.counts.get("coarse_typed"):
+            output.info(f"typed {report.counts['coarse_typed']:,} entities by coarse kinds: their relation roles "
+                        f"gave {report.counts['role_types']:,} types (more than types.max_inferred)")
         if report.skipped_records:
             shown = report.skipped_records[:3]
             more = f"; {len(report.skipped_records) - len(shown):,} more (--json lists all)" \

@@ -73,6 +73,14 @@ class BackboneConfig:
 
 
 @dataclass
+class TypesConfig:
+    # An untyped graph whose relation roles merge into more types than this (an LLM-built KG: one role type per
+    # relation phrasing) is typed by coarse kinds instead (kgr.ingest.types.COARSE_KINDS); 2Wiki's gold graph
+    # keeps its 52 role types, the MuSiQue OpenIE graph's 5,331 become 8 kinds
+    max_inferred: int = ranged(100, 1)
+
+
+@dataclass
 class ReachConfig:
     max_hops: int = ranged(3, 1)
 
@@ -185,6 +193,7 @@ class BudgetConfig:
 class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    types: TypesConfig = field(default_factory=TypesConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
     anchors: AnchorConfig = field(default_factory=AnchorConfig)

@@ -48,6 +48,8 @@ class Graph:
     passages: list[Passage] = field(default_factory=list)
     # Input records left out as malformed, each "file:line: what was wrong" (reported, not fatal).
     skipped: list[str] = field(default_factory=list)
+    # Type names kgr inferred from relation roles (not given by the input or a schema).
+    inferred_types: list[str] = field(default_factory=list)
 
     def entity(self, key: str, name: str | None = None) -> Entity:
         """Return the entity with this key, creating it (named `name` or the key) if new."""

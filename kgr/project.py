@@ -46,7 +46,7 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
 
 # Which config sections each stage's results depend on.
 STAGE_CONFIG: dict[str, tuple[str, ...]] = {
-    "ingest": ("embedding",),
+    "ingest": ("embedding", "types"),
     "reach": ("reach",),
     "overview": ("overview", "backbone"),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,59 @@ def _untyped_copy(graph: Graph) -> Graph:
     for key, entity in graph.entities.items():
         copy.entities[key] = Entity(key, entity.name)
     return copy
+
+
+# -- coarse kinds for graphs whose relation roles do not merge (LLM-built KGs) ----------------------------------
+
+# A hand-made open-vocabulary graph: every relation phrasing occurs once, as in an LLM-extracted KG, so role
+# inference gives one type per phrasing.
+OPEN_TRIPLES = [
+    ("Ada Lovelace", "was born in", "London"),
+    ("Ada Lovelace", "wrote notes on", "Analytical Engine"),
+    ("Charles Babbage", "designed", "Analytical Engine"),
+    ("Charles Babbage", "was a member of", "Royal Society"),
+    ("London", "is the capital of", "England"),
+    ("Ada Lovelace", "died in", "1852"),
+    ("Royal Society", "was founded on", "28 November 1660"),
+    ("Royal Society", "has about", "1,700 fellows"),
+]
+
+
+def test_coarse_kinds_read_dates_and_numbers_by_spelling():
+    from kgr.ingest.types import _DATE, _NUMBER
+
+    assert all(_DATE.match(t) for t in ("1852", "28 November 1660", "March 30, 1970", "1990s", "2001-05-03"))
+    assert all(_NUMBER.match(t) for t in ("35", "12.5 million", "3%", "1,700", "1.2 billion people"))
+    assert not any(p.match(t) for p in (_DATE, _NUMBER) for t in ("Area 51", "Route 66", "May", "Jay Z", "1009 Drayton Road"))
+
+
+def test_open_vocabulary_graph_is_typed_by_coarse_kinds(tmp_path, run_kgr):
+    """More role types than types.max_inferred: each entity gets one readable kind from its name and edges."""
+    kb = tmp_path / "open.txt"
+    kb.write_text("".join(f"{s}\t{r}\t{o}\n" for s, r, o in OPEN_TRIPLES), encoding="utf-8")
+    project = tmp_path / "open"
+    result = run_kgr("ingest", project, kb, "--set", "types.max_inferred=4")
+    assert result.exit_code == 0, result.output
+    assert "by coarse kinds" in result.stderr
+    status = json.loads(run_kgr("status", project, "--json").stdout)
+    kinds = {name: count for name, count in status["types"].items()}
+    assert set(kinds) <= {"person", "organization", "place", "date", "number", "work", "event", "concept"}
+    assert sum(kinds.values()) == 9  # one kind per entity
+    import duckdb
+
+    with duckdb.connect(str(project / "kgr.duckdb"), read_only=True) as db:
+        typed = dict(db.execute("SELECT e.name, t.type FROM entities e JOIN entity_types t USING (eid)").fetchall())
+    assert typed["1852"] == typed["28 November 1660"] == "date"
+    assert typed["1,700 fellows"] == "number"
+    assert typed["London"] == "place"
+    assert typed["Ada Lovelace"] == "person"
+
+
+def test_few_role_types_are_kept(tmp_path, run_kgr):
+    """Under types.max_inferred the role types stay (they name where a type came from)."""
+    kb = tmp_path / "open.txt"
+    kb.write_text("".join(f"{s}\t{r}\t{o}\n" for s, r, o in OPEN_TRIPLES), encoding="utf-8")
+    project = tmp_path / "roles"
+    assert run_kgr("ingest", project, kb).exit_code == 0
+    status = json.loads(run_kgr("status", project, "--json").stdout)
+    assert "was born in:object" in status["types"] or len(status["types"]) > 8

@@ -30,7 +30,7 @@ def read_graph(paths: list[Path], *, fmt: str | None = None, passages: Iterable[
     batches = [read_file(Path(path), fmt=fmt, columns=columns, delimiter=delimiter) for path in paths]
     batches += [readers.read_passages(Path(path)) for path in passages]
     graph = merge(([base] if base is not None else []) + batches)
-    assign_types(graph, loaded_schema)
+    graph.inferred_types = assign_types(graph, loaded_schema)
     return graph
 
 

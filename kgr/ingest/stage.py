@@ -219,14 +219,17 @@ def run_ingest(
     fill_descriptions(graph)
     links = link_passages(graph)
     tables = graph_tables(graph, links)
+    coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
     read_s = time.time() - started
     skipped = {"skipped_records": len(graph.skipped)} if graph.skipped else None
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
               "files": [json.dumps(p.files) for p in parts], "schema": [p.schema for p in parts]}
+    typing = {"coarse_typed": len(coarse), "role_types": len(graph.inferred_types)} if coarse else {}
     report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress,
-                         counts_extra=skipped, extra_tables={INPUTS_TABLE: (inputs, {"part"})})
+                         counts_extra={**(skipped or {}), **typing}, extra_tables={INPUTS_TABLE: (inputs, {"part"})},
+                         coarse_entities=coarse)
     report.seconds = {"read": round(read_s, 3), **report.seconds}
-    report.counts.update(skipped or {})
+    report.counts.update({**(skipped or {}), **typing})
     report.skipped_records = graph.skipped
     return report
 
@@ -242,6 +245,7 @@ def store_graph(
     reuse_dirs: Sequence[Path] | None = None,
     encoder: Encoder | None = None,
     progress: ProgressFactory | None = None,
+    coarse_entities: Sequence[int] = (),
 ) -> IngestReport:
     """Embed the graph tables into a new vectors generation, then commit tables and the ingest manifest row at once.
 
@@ -250,7 +254,8 @@ def store_graph(
     (default: this project's other vector generations, complete or interrupted) and from the embedding checkpoint an
     interrupted run left, which this run extends as it encodes and removes once it commits. `encoder` defaults to
     the configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new
-    one are removed after the commit, so a killed run leaves the previous state current.
+    one are removed after the commit, so a killed run leaves the previous state current. The entities listed in
+    `coarse_entities` are retyped by coarse kinds from their vectors (`retype_coarse`) before the tables are written.
     """
     embed_started = time.time()
     gen = project.new_generation(VECTORS_DIR)
@@ -270,6 +275,8 @@ def store_graph(
     ):
         tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
         encoded += write_vector_table(gen, name, texts, encoder, reuse, tick, checkpoint)
+    if coarse_entities:
+        tables["entity_types"] = retype_coarse(tables, gen, encoder, coarse_entities)
     embed_s = time.time() - embed_started
 
     write_started = time.time()
@@ -294,6 +301,34 @@ def store_graph(
         seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
                  "encoder": round(encoder.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+def coarse_typed_entities(graph: Graph, max_inferred: int) -> list[int]:
+    """The entity ids to type by coarse kinds: those typed only by inference, when inference gave too many types."""
+    if len(graph.inferred_types) <= max_inferred:
+        return []
+    inferred = set(graph.inferred_types)
+    return [eid for eid, entity in enumerate(graph.entities.values()) if set(entity.types) <= inferred]
+
+
+def retype_coarse(tables: dict[str, dict[str, list]], gen: Path, encoder: Encoder,
+                  eids: Sequence[int]) -> dict[str, list]:
+    """The entity_types columns with `eids` given one coarse kind each, from the vectors just written to `gen`."""
+    import numpy as np
+
+    from kgr.embed import load_vectors
+    from kgr.ingest.types import COARSE_KINDS, coarse_kinds
+
+    relationships = tables["relationships"]
+    kinds = coarse_kinds(
+        tables["entities"]["name"], load_vectors(gen, "entities"),
+        np.asarray(relationships["src"], dtype=np.int64), np.asarray(relationships["dst"], dtype=np.int64),
+        load_vectors(gen, "relationships"), np.asarray(encoder.encode(list(COARSE_KINDS.values())), dtype=np.float32),
+    )
+    retyped = set(eids)
+    kept = [(e, t) for e, t in zip(tables["entity_types"]["eid"], tables["entity_types"]["type"]) if e not in retyped]
+    rows = sorted(kept + [(e, kinds[e]) for e in eids], key=lambda row: row[0])
+    return {"eid": [e for e, _ in rows], "type": [t for _, t in rows]}
 
 
 def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:

@@ -1,4 +1,4 @@
-"""Entity types: from the input, from a TOML schema of relation roles, or inferred from relation roles."""
+"""Entity types: from the input, from a TOML schema of relation roles, inferred from relation roles, or coarse kinds."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from kgr.errors import InputError
 from kgr.graph import Graph
@@ -141,9 +143,59 @@ def infer_types(graph: Graph) -> dict[str, list[str]]:
     return {name: roles for name, _, roles in groups}
 
 
-def assign_types(graph: Graph, schema: Schema | None = None) -> None:
-    """Type the entities the input left untyped: by the schema when given, else by inference."""
+def assign_types(graph: Graph, schema: Schema | None = None) -> list[str]:
+    """Type the entities the input left untyped: by the schema when given, else by inference; return inferred names."""
     if schema is not None:
         apply_schema(graph, schema)
-    else:
-        infer_types(graph)
+        return []
+    return list(infer_types(graph))
+
+
+# Generic kinds of things, for a graph whose relation roles do not merge into a readable type set (an LLM-built KG
+# with thousands of relation phrasings gives one role type per phrasing). Each kind is described in words, so an
+# entity's name and the texts of its relationships can be compared with it by embedding. The kinds are the usual
+# coarse entity classes of NER and knowledge bases, not any dataset's vocabulary.
+COARSE_KINDS = {
+    "person": "a person, someone's name",
+    "organization": "an organization: a company, band, team, party or institution",
+    "place": "a place: a city, country, region, river or building",
+    "date": "a date, a year or a time",
+    "number": "a number, an amount or a quantity",
+    "work": "a creative work: a book, film, song, album, show or painting",
+    "event": "an event: a war, battle, election, festival or competition",
+    "concept": "a concept, a field, a language, a title or an award",
+}
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+# Spellings that are a date or a number whatever their neighbourhood: "1854", "21 April 1854", "March 30, 1970",
+# "1990s", "12.5 million". Read before the embeddings, which place bare numerals poorly.
+_DATE = re.compile(rf"^(?:(?:\d{{1,2}}\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}},?)?\s+\d{{3,4}}|\d{{3,4}}s?|"
+                   rf"\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?:{_MONTHS})\.?\s+\d{{1,2}})$", re.IGNORECASE)
+# a numeral, maybe a scale word, maybe one lower-case unit or noun ("35", "3%", "1,700 fellows", "1.2 billion
+# people"); not "1009 Drayton Road" or "1987 World Championships", which name things
+_NUMBER = re.compile(r"^[-+]?\d[\d.,]*\s*(?:%|percent)?(?:\s+(?:thousand|million|billion))?(?:\s+[a-z]+)?$")
+
+
+def coarse_kinds(names: list[str], entity_vectors: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                 relationship_vectors: np.ndarray, kind_vectors: np.ndarray) -> list[str]:
+    """One coarse kind per entity: date or number by its spelling, else the kind most like its name and edges.
+
+    An entity's score for a kind is its name's cosine to the kind's description plus the mean cosine of its
+    relationships' texts ("Pyar Ka Bandhan directed by ..." reads as a work although the name alone does not).
+    `kind_vectors` are the normalized vectors of COARSE_KINDS' descriptions, in order."""
+    scores = entity_vectors @ kind_vectors.T
+    per_edge = relationship_vectors @ kind_vectors.T
+    edge_sum = np.zeros_like(scores)
+    np.add.at(edge_sum, src, per_edge)
+    np.add.at(edge_sum, dst, per_edge)
+    degree = np.bincount(np.concatenate([src, dst]), minlength=len(names)).astype(np.float32)
+    scores = scores + edge_sum / np.maximum(degree, 1.0)[:, None]
+    kinds = list(COARSE_KINDS)
+    chosen = [kinds[i] for i in scores.argmax(axis=1)]
+    for index, name in enumerate(names):
+        text = " ".join(name.split())
+        if _DATE.match(text):
+            chosen[index] = "date"
+        elif _NUMBER.match(text):
+            chosen[index] = "number"
+    return chosen
