@@ -23,8 +23,8 @@ kgr's code or settings makes a new run name, so the records are recomputed witho
 suite runs of that method are deleted. `--fresh` recomputes even unchanged code (e.g. to remeasure latency).
 
 Columns (kgr.evaluate.run.evaluate on each set): entity recall and F1 (DotRAG appendix D.1, as `kgr eval`); answers
-found in the packed context; passage Recall@2 / @5 where the questions name gold passages (a method that returns no
-passages scores 0 there); mean context tokens; p50 retrieval latency per question (model loading excluded); and that
+found in the packed context; passage Recall@2 / @5 where the questions name gold passages (– for a method whose
+records list no passages: VSS, BM25, DotRAG); mean context tokens; p50 retrieval latency per question (model loading excluded); and that
 p50 over VSS's p50 on the same set in the same table. dpr retrieves passages, not entities: its recall and F1 are –.
 "Suite mean recall": each method's recall averaged over the sets it ran on with entity output (the number changes
 are judged by: issue #14 item 4). Latency on the shared 2-core machine is noisy (other processes run beside it).
