@@ -152,8 +152,8 @@ class Project:
             raise KgrError(f"{root}: not a kgr project (no {CONFIG_FILE}); run `kgr init {root}` or `kgr ingest` first")
         config = load_config(root, overrides)  # ConfigError: exit 2 for a flag or variable, 3 for kgr.toml
         project = cls(root, config, write)
-        project._acquire_lock()
         try:
+            project._acquire_lock()  # inside: a writer that took the lock and then failed to publish releases it
             yield project
         finally:
             project.close()
@@ -317,7 +317,7 @@ class Project:
         """The artifact folders some remaining snapshot refers to."""
         return {path for record in self._snapshot_records().values() for path in record["artifacts"]}
 
-        # -- storage handles ---------------------------------------------------------------------------------------
+    # -- storage handles ---------------------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
         return self.root / DB_FILE

@@ -197,3 +197,28 @@ def test_busy_project_is_refused_cleanly(metaqa_project, copy_project, run_kgr):
         holder.wait(timeout=30)
     result = run_kgr("ingest", root, KB, "--schema", SCHEMA)
     assert result.exit_code == 0 and "up to date" in result.stderr
+
+
+def test_a_writer_snapshots_only_what_changed_and_retires_unread_snapshots(metaqa_project, copy_project):
+    root = copy_project(metaqa_project, "snapshots")
+    with Project.open(root, write=True) as project:
+        first = project.publish_snapshot()
+        entities = project.db.execute("SELECT count(*) FROM entities").fetchone()
+    (root / "snapshots" / "killed-copy.duckdb.tmp").write_bytes(b"half a database")
+    with Project.open(root, write=True) as project:  # nothing committed since: the same snapshot, no copy
+        assert project.publish_snapshot() == first
+        project.db.execute("CREATE TABLE scratch AS SELECT 1 AS x")
+    assert not (root / "snapshots" / "killed-copy.duckdb.tmp").exists()
+    with Project.open(root, write=True) as project:
+        second = project.publish_snapshot()
+    assert second != first
+    assert sorted(p.name for p in (root / "snapshots").iterdir()) == sorted(
+        ["CURRENT", f"{second}.duckdb", f"{second}.json"])  # the first one, unread, was retired
+    import duckdb
+
+    copy = duckdb.connect(str(root / "snapshots" / f"{second}.duckdb"), read_only=True)
+    try:
+        assert copy.execute("SELECT count(*) FROM entities").fetchone() == entities
+        assert copy.execute("SELECT x FROM scratch").fetchall() == [(1,)]
+    finally:
+        copy.close()
