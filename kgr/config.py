@@ -124,6 +124,9 @@ class DotragConfig:
     use_overview: bool = True
     use_previews: bool = True
     constrained_search: bool = True
+    # with several bracketed mentions, keep only the paths to entities reached from every mention ("a player who
+    # plays at [Forward] from [Mexico]"); False = the union of every anchor's paths (paper)
+    conjunctive: bool = True
 
 
 @dataclass

@@ -486,3 +486,20 @@ def retrieved(run_kgr, project, question: str) -> list[str]:
 ])
 def test_probe_the_walk_follows_this_graphs_labels(companies_project, run_kgr, question, answer):
     assert answer in retrieved(run_kgr, companies_project, question)
+
+
+@pytest.mark.parametrize("question, answers", [
+    ("which company in [Oslo] is in the [software] industry", ["Fjord Software"]),  # Borealis Foods is in Oslo too
+    ("who was born in [Lyon] and founded [Ember Solar]", ["Eva Lund"]),  # a walk from one mention passes the answer
+])
+def test_probe_several_mentions_keep_what_every_mention_reaches(companies_project, run_kgr, question, answers):
+    assert retrieved(run_kgr, companies_project, question) == answers
+
+
+def test_probe_the_conjunction_can_be_switched_off(companies_project, run_kgr):
+    import json
+
+    result = run_kgr("retrieve", companies_project, "--query", "which company in [Oslo] is in the [software] industry",
+                     "--json", "--quiet", "--set", "dotrag.conjunctive=false")
+    assert result.exit_code == 0, result.output
+    assert {"Fjord Software", "Borealis Foods"} <= set(json.loads(result.stdout)["entities"])

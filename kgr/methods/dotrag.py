@@ -267,7 +267,9 @@ class DotRAG:
         unique: dict[tuple[int, ...], Path] = {}
         for _, path in ranked:
             unique.setdefault(path.rids, path)
-        paths = list(unique.values())
+        paths, shared = self._conjoin(query, list(unique.values()))
+        if shared is not None:
+            trace["conjunction"] = sorted(self.store.names[e] for e in shared)
         packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
                             endpoints=[p.eids for p in paths])
         watch.lap("pack")
@@ -341,6 +343,36 @@ class DotRAG:
             preferred = [len(walk)]
         paths = [p for d in preferred for p in by_depth.get(d, [])]
         return paths, walk, preferred
+
+    def _conjoin(self, query: Query, paths: list[Path]) -> tuple[list[Path], set[int] | None]:
+        """With several bracketed mentions that each reached something, the paths to the entities reached from every
+        mention's anchors (cut after the last such entity; all the paths when there is none) and those entities; else
+        every path and None.
+
+        Each mention is a constraint on the answer ("a player who plays at [Forward] from [Mexico]"): an entity only
+        one mention reaches answers another question. An entity counts wherever it lies on a path, since a walk from
+        one mention may pass the answer on its way to the other ("born in [Lyon] and founded [Ember Solar]": Ember
+        Solar -> Eva Lund -> Lyon). A mention whose anchors reached nothing constrains nothing.
+        """
+        mentions = list(dict.fromkeys(query.mentions))
+        if not self.settings.conjunctive or len(mentions) < 2 or not paths:
+            return paths, None
+        floor = self.context.config.anchors.min_similarity
+        groups = [set(self.store.match_mention(mention, floor).eids) for mention in mentions]
+        anchors = set().union(*groups)
+        reached = [{e for p in paths if p.eids[0] in group for e in p.eids[1:]} - anchors for group in groups]
+        reached = [entities for entities in reached if entities]
+        if len(reached) < 2:
+            return paths, None
+        shared = set.intersection(*reached)
+        if not shared:
+            return paths, shared
+        cut: dict[tuple[int, ...], Path] = {}
+        for path in paths:
+            last = max((i for i, e in enumerate(path.eids) if e in shared), default=0)
+            if last:
+                cut.setdefault(path.rids[:last], Path(path.rids[:last], path.eids[:last + 1], path.sims[:last]))
+        return list(cut.values()), shared
 
     def _candidates(self, anchor: int, depth: int, type_id: int, frontier: np.ndarray):
         """Relationships searched at this hop: those extending the frontier toward N_{h,t}(anchor), or with
