@@ -1,4 +1,4 @@
-"""The retrieval baselines of the DotRAG paper: BM25 and dense vector similarity search (VSS).
+"""The retrieval baselines of the DotRAG paper (BM25 and dense vector similarity search, VSS) and dense passages.
 
 Both score every entity (name + description) and every relationship (its description) against the
 question's plain text (mention brackets removed), keep the top `baselines.top_entities` entities and
@@ -22,6 +22,10 @@ Trace: `reached` = every candidate entity (entity hits and all endpoints of rela
 `filtered` = candidates packed but beyond the `top_entities` cut, `cut_by_budget` = candidates that
 are not in the context because their items did not fit the token budget.
 BM25 hits with a score of 0 (no query term in common) are dropped: they are not matches.
+
+Dense passages (`dpr`) is the floor for every passage number (HippoRAG's tables): the cosine of the question
+embedding to each stored passage vector (title + text, embedded at ingest), the top `baselines.top_passages`
+packed by the same token budget. Its record lists those passages' titles in `passages` and no entities.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from kgr.errors import MissingStageError
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
@@ -216,3 +221,56 @@ class VSS(_Baseline):
                                else np.zeros(0, np.float32))
         watch.lap("score")
         return entity_scores, relationship_scores
+
+
+class DensePassages:
+    """Dense passage retrieval: the passages whose vectors are nearest the question's, packed by the token budget."""
+
+    name: ClassVar[str] = "dpr"
+    needs_reach: ClassVar[bool] = False
+
+    @staticmethod
+    def check_store(project, store) -> None:
+        """Refuse a project without passages (MissingStageError, exit 4), naming how to add them."""
+        if not store.passages:
+            raise MissingStageError(f"{project.root}: method dpr needs passages and the project has none; "
+                                    "ingest them with `kgr ingest DIR FILE... --passages CORPUS`")
+
+    def __init__(self, context: RunContext):
+        self.context = context
+        self.store = context.store
+        self.check_store(context.project, self.store)
+        self.top_passages = int(context.config.baselines.top_passages)
+        self.budget = int(context.config.budget.tokens)
+        self.count = token_counter(context.config.budget.encoding)
+        self.count("warm up")  # load the tokenizer's encoding now, outside per-question latency
+        self.vectors = self.store.passage_vectors
+        self.store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
+
+    def retrieve(self, query: Query) -> RetrievalRecord:
+        store = self.store
+        watch = Stopwatch()
+        vector = store.encoder.encode_query(query.plain).astype(np.float32, copy=False)
+        watch.lap("encode")
+        scores = self.vectors @ vector
+        pids = top_k(scores, self.top_passages).tolist()
+        watch.lap("score")
+        packed = pack_paths(store, [], self.budget, self.count, passages=pids)
+        watch.lap("pack")
+        kept = set(packed.pids)
+        return RetrievalRecord(
+            id=query.id,
+            question=query.text,
+            method=self.name,
+            backbone=self.context.backbone,
+            context=packed.context,
+            context_tokens=packed.tokens,
+            passages=[store.passages[p][0] for p in packed.pids],
+            latency_ms=watch.total_ms,
+            timings_ms=dict(watch.steps),
+            trace={
+                "passages": [{"pid": p, "title": store.passages[p][0], "score": round(float(scores[p]), 4)}
+                             for p in pids],
+                "cut_by_budget": [store.passages[p][0] for p in pids if p not in kept],
+            },
+        )
