@@ -159,6 +159,10 @@ class OfflineConfig:
     typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
     # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
     tie_margin: float = ranged(0.1, 0.0)
+    # per type, the schema steps (and per option the relations) most like the question that chains follow: an LLM-built
+    # graph has thousands of relation phrasings and chains multiply them per hop (MetaQA's types have <= 11 steps,
+    # 2Wiki's <= 21, so neither is cut)
+    steps_per_type: int = ranged(24, 1)
 
 
 @dataclass

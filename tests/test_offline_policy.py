@@ -503,3 +503,25 @@ def test_probe_the_conjunction_can_be_switched_off(companies_project, run_kgr):
                      "--json", "--quiet", "--set", "dotrag.conjunctive=false")
     assert result.exit_code == 0, result.output
     assert {"Fjord Software", "Borealis Foods"} <= set(json.loads(result.stdout)["entities"])
+
+
+def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
+    """A type with thousands of relation phrasings (an LLM-built KG): chains follow the steps_per_type steps most like
+    the question's words, so the number of chains stays bounded and the asked chain still wins."""
+    from kgr.config import OfflineConfig
+
+    noise = [(f"relation number {i} of thing", "place") for i in range(300)]
+    schema = {"person": noise[:150] + [("was born in", "place")], "place": noise[150:] + [("is located in", "place")]}
+    options = [TrajectoryOption("place", 5, ["was born in"] + [r for r, _ in noise[:40]])]
+    anchor = AnchorOption("Ada", ["person"], True, 1.0)
+    counting = CountingEmbed()
+    policy = OfflinePolicy(counting, schema, max_hops=3, settings=OfflineConfig(steps_per_type=4))
+    scorer = policy._scorer("in which country is the city where [Ada] was born located", anchor)
+    tails = policy._lookahead("place", 2, scorer)
+    assert len(tails) <= 1 + 4 + 4 * 4  # not 1 + 151 + 151 * 151
+    assert (("is located in", "place"),) in tails
+    order, query = policy.rank_trajectories("q", "in which country is the city where [Ada] was born located", anchor,
+                                            options)
+    assert order == [0] and query.startswith("was born in")
+    # the whole schema is untouched for later questions (the cut belongs to this question's scorer)
+    assert len(policy.schema["place"]) == 151

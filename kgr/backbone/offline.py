@@ -96,6 +96,10 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
     return any(w in SHARING_CUES or w == "co" for w, _ in words)
 
 
+# Chain facts memoized across questions before the memo starts afresh (bounds memory on open vocabularies).
+_FACTS_KEPT = 200_000
+
+
 class OfflinePolicy:
     """Deterministic decisions from embeddings of the question, relation labels and type names."""
 
@@ -114,6 +118,7 @@ class OfflinePolicy:
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
+        self._steps: tuple | None = None
         self._last_scorer: tuple[tuple, Callable] | None = None
 
     # -- decisions ---------------------------------------------------------------------------------------------
@@ -130,7 +135,7 @@ class OfflinePolicy:
         chains, owners = [], []
         for index, option in enumerate(options):
             for relation in self._relations(option, anchor.types, scorer.affinity):
-                for tail in self._lookahead(option.type, self.max_hops - 1):
+                for tail in self._lookahead(option.type, self.max_hops - 1, scorer):
                     chains.append(((relation, option.type),) + tail)
                     owners.append(index)
         scores = scorer(chains)
@@ -148,8 +153,9 @@ class OfflinePolicy:
         following several trajectories instead of one.
         """
         steps = {(r, o.type) for o in options for r in o.relations}
-        steps |= {step for o in options for tail in self._lookahead(o.type, self.max_hops - 1) for step in tail}
-        best = self._scorer(question, anchor).best_match(sorted(steps))
+        scorer = self._scorer(question, anchor)
+        steps |= {step for o in options for tail in self._lookahead(o.type, self.max_hops - 1, scorer) for step in tail}
+        best = scorer.best_match(sorted(steps))
         return best is None or best >= self.settings.confident_similarity
 
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
@@ -161,7 +167,7 @@ class OfflinePolicy:
         if len(done) < max_hops:
             for index, option in enumerate(options):
                 for relation in self._relations(option, [done[-1][1]], scorer.affinity):
-                    for tail in self._lookahead(option.type, max_hops - len(done) - 1):
+                    for tail in self._lookahead(option.type, max_hops - len(done) - 1, scorer):
                         goes.append(done + ((relation, option.type),) + tail)
                         moves.append((index, relation))
         scores = scorer(stops + goes)
@@ -191,6 +197,8 @@ class OfflinePolicy:
         key = (chain, tuple(anchor_types))
         facts = self._facts.get(key)
         if facts is None:
+            if len(self._facts) >= _FACTS_KEPT:  # questions on an open vocabulary each bring new chains
+                self._facts.clear()
             facts = self._facts[key] = (_returning_steps(chain, anchor_types), self._prior(chain, anchor_types))
         return facts
 
@@ -214,7 +222,8 @@ class OfflinePolicy:
         """
         typical = [r for r in option.relations
                    if any((r, option.type) in self._schema_steps.get(t, ()) for t in from_types)]
-        return sorted(typical or option.relations, key=lambda r: -affinity(r)) or [""]
+        # an open-vocabulary graph may offer hundreds of phrasings into one type: the best-matching few are enough
+        return sorted(typical or option.relations, key=lambda r: -affinity(r))[:self.settings.steps_per_type] or [""]
 
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
         """The relation of the anchor's role in the question ("the director [X]"): the most frequent way out of
@@ -243,17 +252,53 @@ class OfflinePolicy:
             return None  # the verb fits two of the anchor's types about equally: no role to prefer
         return self._way_out(anchor_types[int(np.argmax(sims))])
 
-    def _lookahead(self, type_name: str, depth: int) -> list[Chain]:
-        """All continuations of up to `depth` steps from a type along the schema, the empty one included."""
+    def _lookahead(self, type_name: str, depth: int, scorer=None) -> list[Chain]:
+        """All continuations of up to `depth` steps from a type along the schema, the empty one included.
+
+        Along a type with more than `steps_per_type` schema steps (an LLM-built graph has thousands of relation
+        phrasings) only the steps most like the question's words are followed (`scorer.schema`): the others explain
+        no word and cost the unsupported penalty, and following them all multiplies the chains by the vocabulary."""
+        schema, tails = (self.schema, self._tails) if scorer is None else (scorer.schema, scorer.tails)
         key = (type_name, depth)
-        if key not in self._tails:
+        if key not in tails:
             chains: list[Chain] = [()]
             if depth > 0:
-                for relation, next_type in self.schema.get(type_name, []):
-                    for tail in self._lookahead(next_type, depth - 1):
+                for relation, next_type in schema.get(type_name, []):
+                    for tail in self._lookahead(next_type, depth - 1, scorer):
                         chains.append(((relation, next_type),) + tail)
-            self._tails[key] = chains
-        return self._tails[key]
+            tails[key] = chains
+        return tails[key]
+
+    def _step_matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The schema steps' distinct texts' vectors, each step's texts as rows of them (slots) and each step's
+        first slot, built once (steps listed type by type, as in the schema)."""
+        if self._steps is None:
+            steps = [(r, t) for type_steps in self.schema.values() for r, t in type_steps]
+            texts = [step_texts(r, t, self._shared_words) for r, t in steps]
+            unique = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
+            slots = np.array([unique[text] for group in texts for text in group], dtype=np.int64)
+            starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
+            self._steps = (self._vector(list(unique)), slots, starts)
+        return self._steps
+
+    def _question_schema(self, word_vectors: np.ndarray | None) -> dict[str, list[tuple[str, str]]] | None:
+        """The schema with each type's steps cut to the `steps_per_type` most like a question word (None: no cut).
+
+        Kept steps stay in frequency order, so ties break as on the whole schema."""
+        limit = self.settings.steps_per_type
+        if word_vectors is None or all(len(steps) <= limit for steps in self.schema.values()):
+            return None
+        columns, slots, starts = self._step_matrix()
+        relevance = np.maximum.reduceat((word_vectors @ columns.T).max(axis=0)[slots], starts)
+        cut, first = {}, 0
+        for type_name, type_steps in self.schema.items():  # _step_matrix lists the steps type by type
+            count = len(type_steps)
+            if count > limit:
+                kept = np.sort(np.argpartition(-relevance[first:first + count], limit)[:limit])
+                type_steps = [type_steps[i] for i in kept]
+            cut[type_name] = type_steps
+            first += count
+        return cut
 
     def _type_vectors(self, type_names: list[str]) -> np.ndarray:
         """The types' word vectors; a type with no words of its own (a relation's subject) matches no word."""
@@ -376,6 +421,8 @@ class OfflinePolicy:
 
         score.affinity = affinity
         score.best_match = best_match
+        cut = self._question_schema(word_vectors)
+        score.schema, score.tails = (self.schema, self._tails) if cut is None else (cut, {})
         return score
 
 
