@@ -111,7 +111,7 @@ def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: b
     existed = (directory / "kgr.toml").exists()
     path = Project.init(directory, parse_settings(settings))
     if existed and settings:
-        raise KgrError(f"{path} exists and was kept; edit it, or pass --set to the command that should use it")
+        raise UsageError(f"{path} exists and was kept; edit it, or pass --set to the command that should use it")
     Output(quiet).info(f"project ready: {path}" + (" (kept the existing file)" if existed else ""))
 
 
@@ -206,9 +206,9 @@ def reach(
             reach_map = open_reach(project)
             eid = resolve_entity(store, show)
             if type_name is not None and hop is None:
-                raise KgrError("--type needs --hop")
+                raise UsageError("--type needs --hop")
             if type_name is not None and type_name not in reach_map.type_names:
-                raise KgrError(f"--type {type_name!r}: no such entity type ({', '.join(reach_map.type_names)})")
+                raise UsageError(f"--type {type_name!r}: no such entity type ({', '.join(reach_map.type_names)})")
             try:
                 type_id = reach_map.type_id(type_name) if type_name is not None else None
                 shown = reach_map.show(eid, hop, type_id)
@@ -284,7 +284,7 @@ def ablation_settings(names: list[str]) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     for name in names:
         if name not in ABLATIONS:
-            raise KgrError(f"--ablation {name!r}: choose from {', '.join(ABLATIONS)}")
+            raise UsageError(f"--ablation {name!r}: choose from {', '.join(ABLATIONS)}")
         settings.update(ABLATIONS[name])
     return settings
 
@@ -295,7 +295,7 @@ def _queries(questions: Optional[Path], query: Optional[str], limit: int, seed: 
     from kgr.methods.base import Query
 
     if (questions is None) == (query is None):
-        raise KgrError("give either --query or --questions")
+        raise UsageError("give either --query or --questions")
     if query is not None:
         return [Query("query", query)]
     loaded = load_questions(questions)
@@ -409,8 +409,7 @@ def retrieve(
                 render_explain(record, output)
             else:
                 output.out.print(record.context, markup=False, highlight=False)
-                output.info(f"{len(record.paths)} paths, {record.context_tokens:,} tokens, "
-                            f"{record.llm_calls} backbone calls, {record.latency_ms:.0f} ms")
+                output.info(record_summary(record))
             for warning in record.warnings:  # printed even with --quiet: they change how the result reads
                 output.err.print(f"warning: {warning}", markup=False, highlight=False)
             return
@@ -456,8 +455,13 @@ def render_explain(record, output: Output) -> None:
                 nodes[key] = parent.add(hop_label(relation, entity, direction))
             parent = nodes[key]
     output.out.print(tree)
-    output.info(f"{counted(len(record.paths), 'path')}, {counted(record.context_tokens, 'token')}, "
-                f"{counted(record.llm_calls, 'backbone call')}, {record.latency_ms:.0f} ms")
+    output.info(record_summary(record))
+
+
+def record_summary(record) -> str:
+    """One line on a record's size and cost."""
+    return (f"{counted(len(record.paths), 'path')}, {counted(record.context_tokens, 'token')}, "
+            f"{counted(record.llm_calls, 'backbone call')}, {record.latency_ms:.0f} ms")
 
 
 @app.command(name="eval")

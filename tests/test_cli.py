@@ -89,17 +89,17 @@ def test_reach_show_matches_the_map(metaqa_project, run_kgr):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "status", "message"),
     [
-        (["--show", "Nobody At All"], "no entity named 'Nobody At All'"),
-        (["--show", "Temuera Morrison", "--hop", "9"], "hop 9 is outside 1..3"),
-        (["--show", "Temuera Morrison", "--hop", "1", "--type", "spaceship"],
+        (["--show", "Nobody At All"], ExitStatus.ERROR, "no entity named 'Nobody At All'"),
+        (["--show", "Temuera Morrison", "--hop", "9"], ExitStatus.ERROR, "hop 9 is outside 1..3"),
+        (["--show", "Temuera Morrison", "--hop", "1", "--type", "spaceship"], ExitStatus.USAGE,
          "--type 'spaceship': no such entity type"),
-        (["--show", "Temuera Morrison", "--type", "actor"], "--type needs --hop"),
+        (["--show", "Temuera Morrison", "--type", "actor"], ExitStatus.USAGE, "--type needs --hop"),
     ],
 )
-def test_reach_show_refuses_unknown_entities_cleanly(metaqa_project, run_kgr, args, message):
-    line = error_line(run_kgr("reach", metaqa_project, *args, "--json"), ExitStatus.ERROR)
+def test_reach_show_refuses_unknown_entities_cleanly(metaqa_project, run_kgr, args, status, message):
+    line = error_line(run_kgr("reach", metaqa_project, *args, "--json"), status)
     assert message in line
 
 
@@ -134,8 +134,8 @@ def test_retrieve_json_is_a_record(work, run_kgr, tmp_path):
 
 
 def test_retrieve_needs_exactly_one_source_of_questions(work, run_kgr):
-    assert "either --query or --questions" in error_line(run_kgr("retrieve", work), ExitStatus.ERROR)
-    line = error_line(run_kgr("retrieve", work, "--query", QUESTION, "--method", "nope"), ExitStatus.ERROR)
+    assert "either --query or --questions" in error_line(run_kgr("retrieve", work), ExitStatus.USAGE)
+    line = error_line(run_kgr("retrieve", work, "--query", QUESTION, "--method", "nope"), ExitStatus.USAGE)
     assert "unknown method 'nope'" in line
 
 

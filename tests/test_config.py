@@ -155,7 +155,7 @@ def test_init_writes_every_setting_and_keeps_an_existing_file(tmp_path, run_kgr)
     assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before
     # Settings for an existing file are refused rather than silently dropped, and the file stays as it was.
     refused = run_kgr("init", root, "--set", "dotrag.search_top=5")
-    assert refused.exit_code == 1 and "exists and was kept" in refused.stderr
+    assert refused.exit_code == 2 and "exists and was kept" in refused.stderr
     assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before
 
 

@@ -184,3 +184,16 @@ def test_a_dead_backbone_endpoint_is_named_without_secrets(companies, run_kgr, c
     line = one_error_line(result, ExitStatus.BACKBONE)
     assert f"openai/probe-model at {endpoint} (backbone.api_base) failed" in line
     assert secret not in line and "hunter2" not in line and "zz" not in line
+
+
+def test_usage_mistakes_exit_2(run_kgr, tmp_path):
+    """Every command-line mistake is a usage error (exit 2), as the README's exit-code table says."""
+    cases = [
+        ("retrieve", tmp_path, "--method", "nosuch", "--query", "q"),
+        ("retrieve", tmp_path),
+        ("retrieve", tmp_path, "--ablation", "nosuch", "--query", "q"),
+    ]
+    (tmp_path / "kgr.toml").write_text("", encoding="utf-8")
+    for args in cases:
+        result = run_kgr(*args)
+        assert result.exit_code == 2, (args, result.exit_code, result.output)

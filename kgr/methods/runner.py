@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kgr.errors import ExitStatus, KgrError
+from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.evaluate.questions import same_question
 from kgr.methods.base import Method, Query, RunContext
 from kgr.methods.records import RetrievalRecord
@@ -66,7 +66,7 @@ PLANNING_SETTINGS = {
     "csrag": ("variants", "anchor_matches"),
 }
 # Whole config sections a method's plans depend on: DotRAG's offline policy ranks trajectories (or is the fallback).
-PLANNING_SECTIONS = {"dotrag": ("offline",)}
+PLANNING_SECTIONS = {"dotrag": ("offline", "anchors")}  # anchors: which mentions match (anchors.min_similarity)
 
 
 def plan_key(context: RunContext, method_name: str) -> str:
@@ -123,7 +123,7 @@ def stored_plans(context: RunContext, method_name: str, queries: Iterable[Query]
 def method_class(name: str) -> type[Method]:
     """The class implementing a method name."""
     if name not in METHODS:
-        raise KgrError(f"unknown method {name!r} (choose from {', '.join(METHODS)})")
+        raise UsageError(f"unknown method {name!r} (choose from {', '.join(METHODS)})")
     module, _, attribute = METHODS[name].partition(":")
     return getattr(importlib.import_module(module), attribute)
 
