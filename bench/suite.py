@@ -54,7 +54,7 @@ import metaqa_table  # noqa: E402
 import musique_data  # noqa: E402
 import twowiki_data  # noqa: E402
 import wc2014_data  # noqa: E402
-from twowiki_data import add_threads_option, apply_threads  # noqa: E402
+from twowiki_data import add_threads_option, apply_threads, build_project  # noqa: E402
 
 from kgr.errors import KgrError  # noqa: E402
 
@@ -116,25 +116,6 @@ def prepare_inputs(project: str) -> dict:
         musique_data.convert(musique_data.DATA, out)
         return {"paths": [musique_data.DATA / musique_data.OPENIE], "passages": []}
     return {}  # metaqa: built outside the suite
-
-
-def build_project(project_dir: Path, inputs: dict, log=print) -> dict:
-    """Ingest (skipped when up to date) and build the reachability map when missing; return the stage seconds."""
-    from kgr.ingest.stage import IngestOptions, run_ingest
-    from kgr.project import Project
-    from kgr.reach_stage import run_reach
-
-    timings = {}
-    began = time.perf_counter()
-    with Project.open(project_dir, write=True, create=True) as project:
-        report = run_ingest(project, IngestOptions(paths=inputs["paths"], passages=inputs["passages"]))
-        timings["ingest_s"] = round(time.perf_counter() - began, 2)
-        log(f"{project_dir.name}: ingest {'up to date' if report.skipped else report.counts} ({timings['ingest_s']}s)")
-        began = time.perf_counter()
-        stats = run_reach(project)
-        timings["reach_s"] = round(time.perf_counter() - began, 2)
-        log(f"{project_dir.name}: reach {'up to date' if stats is None else 'built'} ({timings['reach_s']}s)")
-    return timings
 
 
 def code_fingerprint(config: dict) -> str:

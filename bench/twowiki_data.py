@@ -80,6 +80,13 @@ def convert(data: Path, out: Path) -> dict:
 
 def ensure_project(project_dir: Path, files: Path, console=print) -> dict:
     """Ingest (skipped when up to date) and build the reachability map; return the stage timings."""
+    return build_project(project_dir, {"paths": [files / "triples.jsonl"], "passages": [files / "corpus.json"]},
+                         console)
+
+
+def build_project(project_dir: Path, inputs: dict, log=print) -> dict:
+    """Ingest `inputs` (paths, passages; skipped when up to date) and build the reachability map when missing;
+    return the stage seconds. Shared by the 2Wiki benches and bench/suite.py."""
     import time
 
     from kgr.ingest.stage import IngestOptions, run_ingest
@@ -89,15 +96,13 @@ def ensure_project(project_dir: Path, files: Path, console=print) -> dict:
     timings = {}
     began = time.perf_counter()
     with Project.open(project_dir, write=True, create=True) as project:
-        options = IngestOptions(paths=[files / "triples.jsonl"], fmt=None, passages=[files / "corpus.json"],
-                                schema=None, columns=None, delimiter=None)
-        report = run_ingest(project, options)
+        report = run_ingest(project, IngestOptions(paths=inputs["paths"], passages=inputs["passages"]))
         timings["ingest_s"] = round(time.perf_counter() - began, 2)
-        console(f"ingest: {'up to date' if report.skipped else report.counts} ({timings['ingest_s']}s)")
+        log(f"{project_dir.name}: ingest {'up to date' if report.skipped else report.counts} ({timings['ingest_s']}s)")
         began = time.perf_counter()
         stats = run_reach(project)
         timings["reach_s"] = round(time.perf_counter() - began, 2)
-        console(f"reach: {'up to date' if stats is None else 'built'} ({timings['reach_s']}s)")
+        log(f"{project_dir.name}: reach {'up to date' if stats is None else 'built'} ({timings['reach_s']}s)")
     return timings
 
 
