@@ -297,6 +297,9 @@ class _SourceGraph:
     rel_descriptions: list[str]
     passages: list[tuple[str, str, str]]
     links: list[tuple[int, int]]
+    # provenance: the passages each relationship / entity was extracted from (empty lists when none is recorded)
+    edge_sources: list[list[int]]
+    entity_sources: list[list[int]]
 
 
 def _read_source(project: Project) -> _SourceGraph:
@@ -310,12 +313,20 @@ def _read_source(project: Project) -> _SourceGraph:
     rels = db.execute("SELECT src, dst, relation, description FROM relationships ORDER BY rid").fetchall()
     passages = db.execute("SELECT key, title, text FROM passages ORDER BY pid").fetchall()
     links = db.execute("SELECT eid, pid FROM entity_passages").fetchall()
+    edge_sources: list[list[int]] = [[] for _ in rels]
+    entity_sources: list[list[int]] = [[] for _ in entities]
+    for table, column, sources in (("relationship_passages", "rid", edge_sources),
+                                   ("entity_source_passages", "eid", entity_sources)):
+        if project.has_table(table):
+            for index, pid in db.execute(f"SELECT {column}, pid FROM {table} ORDER BY rowid").fetchall():
+                sources[index].append(pid)
     return _SourceGraph(
         keys=[r[1] for r in entities], names=[r[2] for r in entities], descriptions=[r[3] for r in entities],
         texts=[r[4] for r in entities], types=types,
         src=np.asarray([r[0] for r in rels], dtype=np.int64), dst=np.asarray([r[1] for r in rels], dtype=np.int64),
         relations=[r[2] for r in rels], rel_descriptions=[r[3] for r in rels],
         passages=[tuple(p) for p in passages], links=[tuple(link) for link in links],
+        edge_sources=edge_sources, entity_sources=entity_sources,
     )
 
 
@@ -440,8 +451,10 @@ def _remove_partial(target: Path, existed: bool) -> None:
 def _damaged_graph(graph: _SourceGraph, plan: Plan) -> tuple[Graph, list[int | None], list[tuple[str, int]]]:
     """The target Graph (entities keyed as in the source), each original rid's new rid, and passage links."""
     out = Graph()
-    for key, name, types, description in zip(graph.keys, graph.names, graph.types, graph.descriptions):
-        out.entities[key] = Entity(key=key, name=name, types=list(types), description=description)
+    for key, name, types, description, sources in zip(graph.keys, graph.names, graph.types, graph.descriptions,
+                                                      graph.entity_sources):
+        out.entities[key] = Entity(key=key, name=name, types=list(types), description=description,
+                                   sources=list(sources))
     changes = {change.rid: change for change in plan.changes}
     new_rid: list[int | None] = []
     for rid, (s, d, relation, description) in enumerate(
@@ -455,7 +468,9 @@ def _damaged_graph(graph: _SourceGraph, plan: Plan) -> tuple[Graph, list[int | N
             s, d, relation = change.new_src, change.new_dst, change.new_relation
             description = default_description(graph.names[s], relation, graph.names[d])
         new_rid.append(len(out.relationships))
-        out.relationships.append(Relationship(graph.keys[s], relation, graph.keys[d], description))
+        # a damaged edge keeps its passage: noise models an extractor that misread it
+        out.relationships.append(Relationship(graph.keys[s], relation, graph.keys[d], description,
+                                              list(graph.edge_sources[rid])))
     out.passages = [Passage(key=k, title=t, text=x) for k, t, x in graph.passages]
     links = [(graph.keys[eid], pid) for eid, pid in graph.links]
     return out, new_rid, links

@@ -365,3 +365,34 @@ def test_failure_while_writing_removes_the_partial_target(source, outdir, monkey
     with pytest.raises(RuntimeError):
         perturb(source, target, mode="noise", ratio=0.5, scope="whole", seed=1)
     assert not target.exists()
+
+
+def _triple_sources(root: Path) -> dict[tuple[str, str, str], list[str]]:
+    """Each relationship (subject, relation, object) with the titles of its source passages."""
+    with Project.open(root) as project:
+        rows = project.db.execute(
+            "SELECT s.name, r.relation, o.name, p.title FROM relationship_passages rp "
+            "JOIN relationships r USING (rid) JOIN entities s ON s.eid = r.src JOIN entities o ON o.eid = r.dst "
+            "JOIN passages p USING (pid) ORDER BY rp.rowid").fetchall()
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for subject, relation, obj, title in rows:
+        found.setdefault((subject, relation, obj), []).append(title)
+    return found
+
+
+@pytest.mark.parametrize("mode", ["incomplete", "noise"])
+def test_damaged_copy_keeps_provenance(tmp_path, fake_model, mode):
+    """An LLM-built graph's triples keep their source passages in the damaged copy (CS-RAG reads them)."""
+    openie = Path(__file__).resolve().parent.parent / "fixtures" / "extracted" / "openie_results.json"
+    root = tmp_path / "openie"
+    with Project.open(root, write=True, create=True) as project:
+        run_ingest(project, IngestOptions(paths=[openie]))
+    before = _triple_sources(root)
+    assert before
+    with Project.open(root) as project:
+        perturb_project(project, tmp_path / "damaged", mode=mode, ratio=0.5, scope="whole", seed=0)
+    after = _triple_sources(tmp_path / "damaged")
+    kept = set(before) & set(after)
+    assert kept and all(after[t] == before[t] for t in kept)
+    assert sum(map(len, after.values())) == (sum(map(len, before.values())) if mode == "noise" else
+                                             sum(len(before[t]) for t in after))
