@@ -397,3 +397,23 @@ def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query
     assert all(relation_words(p["query"].split()[0]) for p in unsure["pairs"])
     assert len({p["query"] for p in unsure["pairs"]}) == 4  # each follows its own relation, not the first choice's
     assert len(dotrag(hedge_trajectories=0).plan(Query("q", "describe [Dark Harbor] in a few words"))["pairs"]) == 1
+
+
+def test_a_question_costs_one_encoder_pass_for_itself_and_its_words(store, monkeypatch):
+    # The relation labels and schema texts are encoded when DotRAG is built, not on the first question's clock; the
+    # question and the words the offline policy scores go in one batch; later passes only encode new hop queries.
+    project, graph = store
+    calls: list[list[str]] = []
+    encode = graph.encoder.encode
+    monkeypatch.setattr(graph.encoder, "encode", lambda texts, *a, **k: calls.append(list(texts)) or encode(texts, *a, **k))
+    method = DotRAG(RunContext(project, load_config(project.root, {}), graph, "retrieve"))
+    assert calls and "_label_vectors" in vars(method)
+    calls.clear()
+    method.plan(Query("q", TWO_HOP))
+    assert len(calls) == 1
+    assert calls[0][0] == "who directed the movies written by Wendy Scribe"
+    assert calls[0][1:] == ["who", "movies"]  # "directed", "written": label words, encoded with the schema
+    record = method.retrieve(Query("q", TWO_HOP))
+    hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}
+    assert all(len(batch) == 1 and batch[0] in hop_queries for batch in calls[1:]), calls[1:]
+    assert endpoints(record) == {"Clint Ranger", "Ada Helm"}

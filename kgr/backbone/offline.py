@@ -191,6 +191,19 @@ class OfflinePolicy:
                 return Continue(index, step_query(relation, options[index].type), list(also.items()), keep)
         return Stop([best_stop + 1])
 
+    # -- vectors -----------------------------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Embed the schema's step texts now, so that the first question does not pay for them on its clock."""
+        self._step_matrix()
+
+    def unseen_words(self, question: str) -> list[str]:
+        """The question's content words (outside a bracketed mention) that have no vector yet."""
+        return [w for w in dict.fromkeys(w for w, _ in question_words(question, "")) if w not in self._vectors]
+
+    def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Keep vectors encoded elsewhere (with the question, in one encoder pass) for the scorer's words."""
+        self._vectors.update(zip(texts, vectors))
+
     # -- scoring -----------------------------------------------------------------------------------------------
     def _chain_facts(self, chain: Chain, anchor_types: list[str]) -> tuple[list[bool], float]:
         """The chain's out-and-back steps and its prior, memoized: chains come from the schema, a small set."""
