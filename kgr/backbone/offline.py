@@ -114,7 +114,9 @@ class OfflinePolicy:
         self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
-        self._shared_words = shared_label_words(r for steps in schema.values() for r, _ in steps)
+        # None: a step is matched by its phrases only (`offline.single_label_words`)
+        self._shared_words = (shared_label_words(r for steps in schema.values() for r, _ in steps)
+                              if (settings or OfflineConfig()).single_label_words else None)
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
@@ -467,10 +469,13 @@ def label_words(relation: str) -> str:
     return base or words
 
 
-def step_texts(relation: str, type_name: str, shared: frozenset[str] = frozenset()) -> list[str]:
-    """What a step is called: its relation phrase, its type phrase and each of their words that no other relation
-    label of the graph uses (`plays` in three labels says nothing about which one; `club` names one)."""
+def step_texts(relation: str, type_name: str, shared: frozenset[str] | None = frozenset()) -> list[str]:
+    """What a step is called: its relation phrase, its type phrase and (unless `shared` is None) each of their words
+    that no other relation label of the graph uses (`plays` in three labels says nothing about which one; `club`
+    names one)."""
     phrases = [p for p in (label_words(relation), type_words(type_name)) if p] or [relation or type_name]
+    if shared is None:
+        return list(dict.fromkeys(phrases))
     words = [w for p in phrases for w in p.split() if w not in STOP_WORDS and w not in shared]
     return list(dict.fromkeys(phrases + words))
 
