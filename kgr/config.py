@@ -180,6 +180,13 @@ class CsragConfig:
     temperature: float = ranged(0.1, 0.0, low_open=True)
     passages_first: int = ranged(10, 0)  # K't
     passages_keep: int = ranged(3, 0)  # Kt
+    passages_top: int = ranged(10, 0)  # passages given, ranked by dense score + evidence_weight x graph evidence
+    evidence_weight: float = ranged(0.3, 0.0)
+    # graph evidence a passage gets (capped at 1): provenance of a resolved constraint's kept triple, ...
+    triple_evidence: float = ranged(1.0, 0.0)
+    anchor_evidence: float = ranged(1.0, 0.0)  # ... titled by or extracted with an anchor (/ sqrt(its passages))
+    binding_evidence: float = ranged(0.5, 0.0)  # ... with a bound entity (/ sqrt(binding size x its passages))
+    recovered_evidence: float = ranged(0.3, 0.0)  # ... recovered for an unresolved constraint
     bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
     # ... if they have an edge matching a later constraint on it this well (cosine)
     bind_fit: float = ranged(0.9, -1.0, 1.0)

@@ -252,8 +252,12 @@ def test_retrieve_record_and_stored_plan(offline):
     record = CSRAG(offline).retrieve(query("Who was Queen Teutberga married to?", "x3"), plan=unresolvable)
     first = record.trace["constraints"][0]
     assert first["decision"] == "unresolved" and "no entity" in first["reason"]
-    assert len(first["passages"]) == 3 and record.passages == [p["title"] for p in first["passages"]]
-    assert record.paths == [] and record.entities == [] and record.context.count("\n") == 2
+    assert len(first["passages"]) == 3 and {p["title"] for p in first["passages"]} <= set(record.passages)
+    # the passages given are ranked by dense score fused with that evidence (recovered passages count 0.3)
+    fused = [p["score"] for p in record.trace["passage_scores"]]
+    assert fused == sorted(fused, reverse=True) and [p["title"] for p in record.trace["passage_scores"]] == \
+        record.passages
+    assert record.paths == [] and record.entities == [] and record.context.count("\n") == len(record.passages) - 1
 
 
 def test_end_to_end_answer_in_context(offline):
@@ -496,3 +500,59 @@ def test_a_label_follows_another_along_more_than_one_stray_edge(household):
 
     assert follows("spouse", "place of death") and follows("director", "date of death")
     assert not follows("spouse", "father")  # only Maria Lenz, one of the three spouses, has a father
+
+
+@pytest.fixture(scope="module")
+def sourced(tmp_path_factory):
+    """A two-hop graph whose triples name the passages they were extracted from, among look-alike passages."""
+    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.methods.base import RunContext
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    root = tmp_path_factory.mktemp("sourced")
+    triples = [("Quiet Harbour", "performer", "Lena Voss", "Quiet Harbour"),
+               ("Lena Voss", "place of birth", "Ostrava", "Lena Voss"),
+               ("Marek Dal", "place of birth", "Brno", "Marek Dal")]
+    (root / "triples.jsonl").write_text("".join(
+        json.dumps({"subject": h, "relation": r, "object": t, "source": s}) + "\n" for h, r, t, s in triples),
+        encoding="utf-8")
+    passages = {"Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss.",
+                "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
+                "Marek Dal": "Marek Dal was born in Brno.",
+                "Birthplaces of singers": "Where was the performer born? Lists of singers and where they were born.",
+                "Song performers": "The performer of a song is the singer who recorded the song."}
+    (root / "corpus.json").write_text(json.dumps([{"title": t, "text": x} for t, x in passages.items()]),
+                                      encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([root / "triples.jsonl"], passages=[root / "corpus.json"]))
+    with Project.open(root / "project") as project:
+        yield RunContext(project, project.config, GraphStore(project), stage="retrieve")
+
+
+def dense_order(context, question: str) -> list[str]:
+    """Passage titles by cosine to the question alone (what method dpr ranks by)."""
+    store = context.store
+    scores = store.passage_vectors @ store.encoder.encode_query(question)
+    return [store.passages[p][0] for p in (-scores).argsort()]
+
+
+def test_passages_of_the_kept_triples_rank_above_look_alike_passages(sourced):
+    question = "Where was the performer of Quiet Harbour born?"
+    dense = dense_order(sourced, question)
+    assert dense.index("Lena Voss") >= 2  # the bridge passage does not look like the question
+    record = CSRAG(sourced).retrieve(query(question, "s1"))
+    assert [k["decision"] for k in record.trace["constraints"]] == ["resolved", "resolved"]
+    assert set(record.passages[:2]) == {"Quiet Harbour", "Lena Voss"}
+    scores = {p["title"]: p for p in record.trace["passage_scores"]}
+    assert scores["Lena Voss"]["evidence"] == 1.0 and scores["Marek Dal"]["evidence"] < 1.0
+
+
+def test_with_no_graph_evidence_the_passages_are_the_dense_ranking(sourced):
+    question = "Who was the performer of Storm Lantern born to?"
+    unanchored = Plan("q", [Constraint("Storm Lantern", "performer", "?person", ["performer"])])
+    record = CSRAG(sourced).retrieve(query(question, "s2"), plan=unanchored)
+    assert record.unmatched_mentions == ["Storm Lantern"] or record.trace["anchors"]["Storm Lantern"] == []
+    dense = dense_order(sourced, question)
+    assert record.passages[0] == dense[0]
+    assert set(record.passages) == set(dense)

@@ -232,6 +232,7 @@ class CSRAG:
         self.plans = dict(plans or {})
         self._cross_encoder = None
         self._role_types: dict[tuple[bytes, bool], int | None] = {}
+        self._question_vector: tuple[str, np.ndarray] | None = None
         self._label_rows = {words: row for row, words in enumerate(self.index.label_words)}
         from kgr.methods.budget import token_counter
 
@@ -411,21 +412,10 @@ class CSRAG:
                                      else None)
         watch.lap("constraints")
 
-        # Textual recovery for unresolved constraints. A resolved one's evidence is the passages its kept triples
-        # were extracted from (provenance), then the passages linked to their entities by title.
-        passage_ids: list[int] = []
-        for state in states:
-            if state.status == "resolved":
-                if has_passages:
-                    kept = sorted(state.pool, key=lambda c: c.far not in state.bound)
-                    passage_ids.extend(p for cand in kept if cand.far in state.bound
-                                       for p in store.relationship_passages.get(cand.rid, []))
-                    for cand in kept:
-                        for e in (cand.near, cand.far):
-                            passage_ids.extend(store.entity_passages.get(e, []))
-            elif has_passages:
-                passage_ids.extend(p for p, _ in recover(state.index, bindings))
-        passage_ids = list(dict.fromkeys(passage_ids))
+        # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
+        # evidence the ranking is the dense one, and passages the graph points to move up.
+        evidence = self.passage_evidence(states, bindings, anchor_ids, recover) if has_passages else {}
+        passage_ids, passage_scores = self.rank_passages(plain, evidence) if has_passages else ([], {})
         watch.lap("passages")
 
         from kgr.methods.budget import pack_paths
@@ -467,6 +457,9 @@ class CSRAG:
             "reached": sorted({names[e] for e in reached}),
             "filtered": sorted({names[e] for e in filtered}),
             "cut_by_budget": sorted({names[e] for e in cut}),
+            "passage_scores": [{"title": store.passages[p][0], "dense": round(dense, 4),
+                                "evidence": round(evidence.get(p, 0.0), 4), "score": round(score, 4)}
+                               for p, (dense, score) in passage_scores.items()],
         }
         return RetrievalRecord(
             id=query.id,
@@ -493,6 +486,52 @@ class CSRAG:
             timings_ms=watch.steps,
             trace=trace,
         )
+
+    def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
+                         anchor_ids: set[int], recover: Callable[[int, dict[str, list[int]]], list]) -> dict[int, float]:
+        """Graph evidence per passage in [0, 1]: the provenance of resolved constraints' kept triples (the paper's
+        textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
+        entities (an entity found in many passages says little about each: weight 1/sqrt(count)), and the recovered
+        passages of unresolved constraints."""
+        store, settings = self.store, self.settings
+        evidence: dict[int, float] = {}
+
+        def add(pids, weight: float) -> None:
+            for p in pids:
+                evidence[p] = evidence.get(p, 0.0) + weight
+
+        def add_entity(e: int, weight: float) -> None:
+            add(store.entity_passages.get(e, []), weight)
+            extracted = store.entity_source_passages.get(e, [])
+            if extracted:
+                add(extracted, weight / math.sqrt(len(extracted)))
+
+        for e in anchor_ids:
+            add_entity(e, settings.anchor_evidence)
+        for eids in bindings.values():
+            for e in eids:
+                add_entity(e, settings.binding_evidence / math.sqrt(len(eids)))
+        for state in states:
+            if state.status == "resolved":
+                for cand in state.pool:
+                    if cand.far in state.bound:
+                        add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence)
+            else:
+                add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence)
+        return {p: min(1.0, value) for p, value in evidence.items()}
+
+    def rank_passages(self, question: str, evidence: Mapping[int, float]) -> tuple[list[int], dict[int, tuple]]:
+        """The top `passages_top` passages by dense question-passage cosine + `evidence_weight` x graph evidence,
+        among the dense top `passages_first` and every passage with evidence; also {pid: (dense, fused)}."""
+        store, settings = self.store, self.settings
+        if self._question_vector is None or self._question_vector[0] != question:
+            self._question_vector = (question, store.encoder.encode_query(question).astype(np.float32, copy=False))
+        dense = store.passage_vectors @ self._question_vector[1]
+        pool = list(dict.fromkeys([*top_k(dense, settings.passages_first).tolist(), *evidence]))
+        fused = np.array([dense[p] + settings.evidence_weight * evidence.get(p, 0.0) for p in pool])
+        order = [pool[j] for j in top_k(fused, settings.passages_top).tolist()]
+        return order, {p: (float(dense[p]), float(dense[p] + settings.evidence_weight * evidence.get(p, 0.0)))
+                       for p in order}
 
     def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]]) -> list[int]:
         """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order.
