@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kgr.errors import ExitStatus
+from test_cli import ok
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -58,11 +59,6 @@ with Project.open(sys.argv[1], write=True):
     print("locked", flush=True)
     sys.stdin.read()
 """
-
-
-def ok(result):
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return result
 
 
 def refused(result, status: ExitStatus, *needles: str) -> str:

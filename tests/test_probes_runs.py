@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kgr.errors import ExitStatus
+from test_cli import ok, error_line
 from kgr.project import Project
 from test_dotrag import build_tiny_movies
 
@@ -38,18 +39,6 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def ok(result):
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return result
-
-
-def error_line(result, status: ExitStatus) -> str:
-    assert result.exit_code == status, (result.exit_code, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kgr: error: ") and "Traceback" not in result.stderr, lines
-    return lines[0]
 
 
 def jsonl(path: Path) -> list[dict]:
