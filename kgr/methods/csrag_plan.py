@@ -224,6 +224,7 @@ class PlanIndex:
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
+        self._follows_rows = None
         self._titles: dict[str, list[int]] | None = None
         self._lock = threading.Lock()
 
@@ -244,6 +245,17 @@ class PlanIndex:
             if self._follows is None:
                 self._follows = _label_follows(self.store)
         return self._follows
+
+    @property
+    def follows_rows(self):
+        """`follows[0]` as a CSR matrix (its rows are short: few labels follow any one)."""
+        follows = self.follows[0]  # outside the lock: `follows` takes it
+        with self._lock:
+            if self._follows_rows is None:
+                from scipy.sparse import csr_matrix
+
+                self._follows_rows = csr_matrix(follows)
+        return self._follows_rows
 
     @property
     def token_index(self) -> dict[str, list[int]]:
@@ -431,12 +443,23 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
     first = sims if first_score is None else np.full(sims.shape, first_score)
     passes = named | (sims >= _hop_floor(max(hop, 2), float(sims.max()) if first_score is None else first_score))
     going = np.zeros(sims.shape)
-    if hop < MAX_HOPS:
-        onward = follows[labels] & (labels[:, None] != np.arange(everywhere.size)[None, :])
-        onward &= (word_of[labels][:, None] != word_of[None, :]) | (word_of[None, :] < 0)
-        best = np.where(onward, everywhere[None, :], -np.inf).max(axis=1, initial=-np.inf)
+    if hop < MAX_HOPS and labels.size:
+        # over the (label, follower) pairs only: a dense labels x labels pass costs ~0.2 s on open vocabularies
+        rows, cols = follows[labels].nonzero() if not hasattr(follows, "indptr") else _pairs(follows, labels)
+        onward = (cols != labels[rows]) & ((word_of[labels][rows] != word_of[cols]) | (word_of[cols] < 0))
+        best = np.full(labels.size, -np.inf)
+        np.maximum.at(best, rows[onward], everywhere[cols[onward]])
         going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
     return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
+
+
+def _pairs(follows, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row in `labels`, follower label) of every nonzero of the CSR matrix `follows` in the rows `labels`."""
+    starts, ends = follows.indptr[labels], follows.indptr[labels + 1]
+    counts = ends - starts
+    rows = np.repeat(np.arange(labels.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, follows.indices[np.repeat(starts, counts) + offsets]
 
 
 def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
@@ -544,7 +567,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                                   for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
                 named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
-                rank = _with_continuation(sims, labels, everywhere, index.follows[0], hop, first_score, named,
+                rank = _with_continuation(sims, labels, everywhere, index.follows_rows, hop, first_score, named,
                                           word_of)
             order = np.lexsort((labels, -rank))
             best, score = int(labels[order[0]]), float(sims[order[0]])
