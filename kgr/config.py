@@ -181,7 +181,7 @@ class CsragConfig:
     passages_first: int = ranged(10, 0)  # K't
     passages_keep: int = ranged(3, 0)  # Kt
     passages_top: int = ranged(10, 0)  # passages given, ranked by dense score + evidence_weight x graph evidence
-    evidence_weight: float = ranged(0.3, 0.0)
+    evidence_weight: float = ranged(1.5, 0.0)
     # graph evidence a passage gets (capped at 1): provenance of a resolved constraint's kept triple, ...
     triple_evidence: float = ranged(1.0, 0.0)
     anchor_evidence: float = ranged(1.0, 0.0)  # ... titled by or extracted with an anchor (/ sqrt(its passages))
