@@ -168,12 +168,8 @@ class Project:
         # Publishing happens under the publish lock, so a reader that finds the project lock taken waits for the
         # snapshot of the state this writer started from instead of reading an older one.
         with self._publish_lock(fcntl.LOCK_EX):
-            handle = open(self.root / LOCK_FILE, "a+")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _lock_holder(handle)
-                handle.close()
+            handle, holder = self._try_lock(fcntl.LOCK_EX)
+            if handle is None:
                 raise ProjectBusyError(f"{self.root}: project is busy ({holder}); try again when it finishes")
             handle.seek(0)
             handle.truncate()
@@ -183,15 +179,22 @@ class Project:
             self._publish_snapshot_locked()
 
     def _acquire_read_lock(self) -> None:
-        handle = open(self.root / LOCK_FILE, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(handle)
-            handle.close()
+        handle, holder = self._try_lock(fcntl.LOCK_SH)
+        if handle is None:
             self._open_snapshot(holder)
             return
         self._lock_handle = handle
+
+    def _try_lock(self, mode: int):
+        """(the project lock's open handle, None) when `mode` could be taken at once, else (None, who holds it)."""
+        handle = open(self.root / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(handle)
+            handle.close()
+            return None, holder
+        return handle, None
 
     def _open_snapshot(self, holder: str) -> None:
         """Read the current snapshot (the last committed state) of a project a writer holds."""

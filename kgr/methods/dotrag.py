@@ -471,9 +471,7 @@ class DotRAG:
 
     def _embed(self, text: str) -> np.ndarray:
         if text not in self._query_vectors:
-            if len(self._query_vectors) > 4096:
-                self._query_vectors.clear()
-            self._query_vectors[text] = self.store.encoder.encode_query(text)
+            self._remember_query(text, self.store.encoder.encode_query(text))
         return self._query_vectors[text]
 
     def _describe(self, path: Path) -> dict[str, Any]:
