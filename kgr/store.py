@@ -106,13 +106,10 @@ class GraphStore:
 
     @cached_property
     def entity_passages(self) -> dict[int, list[int]]:
-        linked: dict[int, list[int]] = {}
-        for eid, pid in self._db.execute("SELECT eid, pid FROM entity_passages ORDER BY eid, pid").fetchall():
-            linked.setdefault(eid, []).append(pid)
-        return linked
+        return self._links("entity_passages", "eid")
 
     def _links(self, table: str, column: str) -> dict[int, list[int]]:
-        """`column` id -> passage ids from a provenance table (none in projects ingested before it existed)."""
+        """`column` id -> passage ids from a link table (provenance tables are absent from older projects)."""
         present = self._db.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
                                    [table]).fetchone()[0]
         linked: dict[int, list[int]] = {}
