@@ -339,31 +339,38 @@ class ReachMap:
         """(rids, near, far) of every relationship joining near in frontier to far in N_{hop,t}(e), by (near, rid);
         with `within`, to far in N_{1..hop,t}(e)."""
         targets = self.members_within(e, hop, t) if within else self.members(e, hop, t)
-        front = np.asarray(frontier)
-        if front.ndim == 0:
-            front = front.reshape(1)
-        if front.ndim != 1 or (front.size and not np.issubdtype(front.dtype, np.integer)):
-            raise ValueError("frontier must be a 1-d array of entity ids")
-        if front.size and (front.min() < 0 or front.max() >= self.num_entities):
-            raise ValueError(f"frontier holds entity ids outside 0..{self.num_entities - 1}")
-        front = front.astype(np.int32, copy=False)
-        if front.size > 1 and not np.all(front[1:] > front[:-1]):
-            front = np.unique(front)
+        front = self._frontier(frontier)
         if front.size == 0 or targets.size == 0:
             return _EMPTY.copy(), _EMPTY.copy(), _EMPTY.copy()
         idx, lens = _gather(self._indptr, front)
         far = self._nbr[idx]
-        if far.size * 8 < targets.size:
-            # Few candidates against a large target set: binary search costs less than marking the targets.
-            pos = np.searchsorted(targets, far)
-            np.minimum(pos, targets.size - 1, out=pos)
-            hit = targets[pos] == far
-        else:
-            mark = self._scratch()
-            mark[targets] = 1
-            hit = mark[far] == 1
-            mark[targets] = 0
+        hit = self._isin_sorted(far, [targets])
         return self._rid[idx[hit]], np.repeat(front, lens)[hit], far[hit]
+
+    def edges_by_type(
+        self, e: int, hop: int, frontier: np.ndarray, within: bool = False
+    ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """{t: extending_edges(e, hop, t, frontier, within)} for every type t that some relationship reaches, in one
+        pass over the frontier's edges (a walk asks this for every type at each hop: per type it re-reads them all)."""
+        self._check(e, hop)
+        front = self._frontier(frontier)
+        if front.size == 0:
+            return {}
+        anchor = self._anchor(e)
+        layers = [self._layer(anchor, h) for h in (range(1, hop + 1) if within else (hop,))]
+        idx, lens = _gather(self._indptr, front)
+        far = self._nbr[idx]
+        hit = self._isin_sorted(far, layers)
+        idx, near, far = idx[hit], np.repeat(front, lens)[hit], far[hit]
+        type_idx, type_lens = _gather(self._type_indptr, far)
+        types = self._type_ids[type_idx]
+        # one row per (edge, type of its far end); a stable sort by type keeps each type's edges in (near, rid) order
+        edge = np.repeat(np.arange(far.size), type_lens)
+        order = np.argsort(types, kind="stable")
+        types, edge = types[order], edge[order]
+        bounds = np.flatnonzero(types[1:] != types[:-1]) + 1
+        return {int(types[start]): (self._rid[idx[group]], near[group], far[group])
+                for start, group in zip(np.r_[0, bounds].tolist(), np.split(edge, bounds)) if group.size}
 
     def distances_within(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, hops) of every entity at distance 1..max_hops from e, ordered by hop then id."""
@@ -404,6 +411,39 @@ class ReachMap:
             raise ValueError(f"hop {hop} is outside 1..{self.max_hops}")
         if t is not None and not 0 <= t < len(self.type_names):
             raise ValueError(f"type {t} is outside 0..{len(self.type_names) - 1}")
+
+    def _frontier(self, frontier: np.ndarray) -> np.ndarray:
+        """The frontier as a sorted, distinct int32 array of entity ids; ValueError if it holds anything else."""
+        front = np.asarray(frontier)
+        if front.ndim == 0:
+            front = front.reshape(1)
+        if front.ndim != 1 or (front.size and not np.issubdtype(front.dtype, np.integer)):
+            raise ValueError("frontier must be a 1-d array of entity ids")
+        if front.size and (front.min() < 0 or front.max() >= self.num_entities):
+            raise ValueError(f"frontier holds entity ids outside 0..{self.num_entities - 1}")
+        front = front.astype(np.int32, copy=False)
+        if front.size > 1 and not np.all(front[1:] > front[:-1]):
+            front = np.unique(front)
+        return front
+
+    def _isin_sorted(self, values: np.ndarray, sets: list[np.ndarray]) -> np.ndarray:
+        """Whether each value is in one of the sorted, disjoint entity sets."""
+        total = sum(s.size for s in sets)
+        if values.size * 8 < total:
+            # Few candidates against large sets: binary search costs less than marking the sets.
+            hit = np.zeros(values.size, dtype=bool)
+            for targets in sets:
+                if targets.size:
+                    pos = np.minimum(np.searchsorted(targets, values), targets.size - 1)
+                    hit |= targets[pos] == values
+            return hit
+        mark = self._scratch()
+        for targets in sets:
+            mark[targets] = 1
+        hit = mark[values] == 1
+        for targets in sets:
+            mark[targets] = 0
+        return hit
 
     def _scratch(self) -> np.ndarray:
         """The shared all-zero uint8 mark array, allocated on first use."""

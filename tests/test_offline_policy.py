@@ -530,6 +530,6 @@ def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
 def test_single_label_words_can_be_switched_off_leaving_a_step_its_phrases():
     from kgr.backbone.offline import step_texts
 
-    assert step_texts("plays_in_club", "plays_in_club:object", None) == ["plays in club"]
+    assert step_texts("plays_in_club", "plays_in_club:object", None) == ("plays in club",)
     on = step_texts("plays_in_club", "x:subject", frozenset({"plays"}))  # a word other labels share is left out
     assert on[0] == "plays in club" and "club" in on and "plays" not in on

@@ -111,6 +111,22 @@ def test_extending_edges_match_brute_force(tmp_path, seed):
                 previous = rm.members(e, hop, max(counts, key=counts.get))
 
 
+@pytest.mark.parametrize("seed", [5, 8])
+def test_edges_by_type_is_extending_edges_for_every_type(tmp_path, seed):
+    rm, _, (n, src, dst, types) = built(tmp_path, seed)
+    rng = np.random.default_rng(300 + seed)
+    for e in rng.integers(0, n, 15).tolist():
+        for hop in (1, 2, 3):
+            for frontier in (rm.distances_within(e)[0][:7], rng.integers(0, n, 30), np.array([e], dtype=np.int32)):
+                for within in (False, True):
+                    grouped = rm.edges_by_type(e, hop, frontier, within)
+                    for t in range(len(rm.type_names)):
+                        want = rm.extending_edges(e, hop, t, frontier, within)
+                        got = grouped.get(t, (np.array([]),) * 3)
+                        assert [g.tolist() for g in got] == [w.tolist() for w in want], (e, hop, t, within)
+                    assert all(len(group[0]) for group in grouped.values())
+
+
 def test_hub_graph_and_dense_layers(tmp_path):
     # A star plus a chain through it: one hub reaches nearly everything at hop 1, which takes the dense path.
     n = 6000

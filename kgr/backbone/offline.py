@@ -38,6 +38,7 @@ question word names a reachable step at all (else DotRAG hedges over several tra
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -461,6 +462,7 @@ def _returning_steps(chain: Chain, anchor_types: list[str]) -> list[bool]:
     return [back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain))]
 
 
+@lru_cache(maxsize=1 << 16)  # labels come from the graph: a bounded set, asked for on every chain scored
 def label_words(relation: str) -> str:
     """A relation label as words, an `_inverse` twin read as its base relation (`plays_in_club_inverse` -> `plays in
     club`): the walk goes both ways along every edge, so the twin names the same link."""
@@ -469,15 +471,16 @@ def label_words(relation: str) -> str:
     return base or words
 
 
-def step_texts(relation: str, type_name: str, shared: frozenset[str] | None = frozenset()) -> list[str]:
+@lru_cache(maxsize=1 << 16)
+def step_texts(relation: str, type_name: str, shared: frozenset[str] | None = frozenset()) -> tuple[str, ...]:
     """What a step is called: its relation phrase, its type phrase and (unless `shared` is None) each of their words
     that no other relation label of the graph uses (`plays` in three labels says nothing about which one; `club`
     names one)."""
     phrases = [p for p in (label_words(relation), type_words(type_name)) if p] or [relation or type_name]
     if shared is None:
-        return list(dict.fromkeys(phrases))
+        return tuple(dict.fromkeys(phrases))
     words = [w for p in phrases for w in p.split() if w not in STOP_WORDS and w not in shared]
-    return list(dict.fromkeys(phrases + words))
+    return tuple(dict.fromkeys(phrases + words))
 
 
 def shared_label_words(relations) -> frozenset[str]:
@@ -489,6 +492,7 @@ def shared_label_words(relations) -> frozenset[str]:
     return frozenset(w for w, n in counts.items() if n > 1)
 
 
+@lru_cache(maxsize=1 << 16)
 def type_words(type_name: str) -> str:
     """A type name as words. An inferred type is a relation's object or subject: the object of `is_in_country` is
     what the relation names (`is in country`), its subject has no name of its own in the graph (""), so a club

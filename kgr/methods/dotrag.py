@@ -240,9 +240,9 @@ class DotRAG:
     def _trajectories(self, anchor: int, qv: np.ndarray) -> list[TrajectoryOption]:
         """First-hop types from the anchor, with the relations leading there and the previews most like the query."""
         options = []
-        frontier = np.array([anchor], dtype=np.int32)
+        grouped = self.reach.edges_by_type(anchor, 1, np.array([anchor], dtype=np.int32))
         for type_id, count in sorted(self.reach.type_counts(anchor, 1).items()):
-            rids, _, _ = self.reach.extending_edges(anchor, 1, type_id, frontier)
+            rids = grouped[type_id][0]
             previews = []
             if self.settings.use_previews and len(rids):
                 sims = self.store.relationship_vectors[rids] @ qv
@@ -443,14 +443,11 @@ class DotRAG:
     def _next_options(self, anchor: int, depth: int, frontier: np.ndarray):
         """Types at the next hop that the frontier actually reaches, with the relationships leading there."""
         options, option_edges = [], []
-        within = self.settings.search_within
-        counts = self.reach.type_counts_within(anchor, depth) if within else self.reach.type_counts(anchor, depth)
-        for type_id in sorted(counts):
-            rids, near, far = self.reach.extending_edges(anchor, depth, type_id, frontier, within)
-            if len(rids):
-                options.append(TrajectoryOption(self.reach.type_names[type_id], len(np.unique(far)),
-                                                self._relations(rids)))
-                option_edges.append((rids, near, far))
+        grouped = self.reach.edges_by_type(anchor, depth, frontier, self.settings.search_within)
+        for type_id in sorted(grouped):
+            rids, near, far = grouped[type_id]
+            options.append(TrajectoryOption(self.reach.type_names[type_id], len(np.unique(far)), self._relations(rids)))
+            option_edges.append((rids, near, far))
         return options, option_edges
 
     def _embed_question(self, query: Query) -> np.ndarray:
