@@ -111,7 +111,10 @@ class OfflinePolicy:
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
-        self._facts: dict[tuple[Chain, tuple[str, ...]], tuple[list[bool], float]] = {}
+        self._facts: dict[tuple[Chain, tuple[str, ...]], tuple[tuple[int, ...], list[bool], float]] = {}
+        self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
+        self._step_list: list[tuple[str, str]] = []
+        self._steps_by_relation: dict[str, list[int]] = {}
         self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
@@ -208,15 +211,33 @@ class OfflinePolicy:
         self._vectors.update(zip(texts, vectors))
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _chain_facts(self, chain: Chain, anchor_types: list[str]) -> tuple[list[bool], float]:
-        """The chain's out-and-back steps and its prior, memoized: chains come from the schema, a small set."""
-        key = (chain, tuple(anchor_types))
-        facts = self._facts.get(key)
-        if facts is None:
-            if len(self._facts) >= _FACTS_KEPT:  # questions on an open vocabulary each bring new chains
-                self._facts.clear()
-            facts = self._facts[key] = (_returning_steps(chain, anchor_types), self._prior(chain, anchor_types))
-        return facts
+    def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], list[bool], float]]:
+        """Per chain: its steps' ids, its out-and-back steps and its prior, memoized: chains come from the schema, a
+        small set, and every question scores hundreds of them (the ids index `_step_list`)."""
+        types = tuple(anchor_types)
+        facts = self._facts
+        if len(facts) >= _FACTS_KEPT:  # questions on an open vocabulary each bring new chains
+            facts.clear()
+        rows = [facts.get((chain, types)) for chain in chains]
+        for i, row in enumerate(rows):
+            if row is None:
+                chain = chains[i]
+                ids = tuple(self._step_id(step) for step in chain)
+                rows[i] = facts[(chain, types)] = (ids, _returning_steps(chain, types), self._prior(chain, types))
+        return rows
+
+    def _step_id(self, step: tuple[str, str]) -> int:
+        """The number of a step (relation, type), given on first sight."""
+        found = self._step_ids.get(step)
+        if found is None:
+            found = self._step_ids[step] = len(self._step_list)
+            self._step_list.append(step)
+            self._steps_by_relation.setdefault(step[0], []).append(found)
+        return found
+
+    def _steps_leaving_by(self, relation: str) -> list[int]:
+        """The ids of the known steps along `relation`."""
+        return self._steps_by_relation.get(relation, [])
 
     def _prior(self, chain: Chain, anchor_types: list[str]) -> float:
         """Summed log-typicality of the chain's steps, the first from the anchor's most typical type (0 if unknown)."""
@@ -377,32 +398,35 @@ class OfflinePolicy:
                 for i, chain in enumerate(chains):
                     scores[i] = -settings.step_cost * len(chain) if chain else -np.inf
                 return scores
-            steps = list(dict.fromkeys(step for chain in chains for step in chain))
-            position = {step: i for i, step in enumerate(steps)}
-            step_sims = similarities(steps)
-            by_length: dict[int, list[int]] = {}
-            for i, chain in enumerate(chains):
-                if chain:
-                    by_length.setdefault(len(chain), []).append(i)
-            for length, members in by_length.items():
-                index = np.array([[position[step] for step in chains[i]] for i in members])
+            rows = self._chain_rows(chains, anchor.types)
+            lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+            groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
+            if not groups:
+                return scores
+            step_ids = {length: np.array([rows[i][0] for i in members]) for length, members in groups.items()}
+            # the distinct steps of these chains, and each chain step's place among them
+            used, inverse = np.unique(np.concatenate([ids.ravel() for ids in step_ids.values()]), return_inverse=True)
+            step_sims = similarities([self._step_list[i] for i in used.tolist()])
+            offset = 0
+            for length, members in groups.items():
+                index = inverse[offset:offset + step_ids[length].size].reshape(step_ids[length].shape)
+                offset += step_ids[length].size
                 sims = step_sims[:, index]  # words x chains x steps
                 best_step = sims.argmax(axis=2)
                 total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
-                facts = [self._chain_facts(chains[i], anchor.types) for i in members]
-                returning = np.array([steps for steps, _ in facts]).T  # steps x chains
+                returning = np.array([rows[i][1] for i in members]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
-                first_relations = np.array([chains[i][0][0] for i in members])
+                first_relations = step_ids[length][:, 0]
                 if role_relation is not None:  # "the director [X]": X's directing is the way out
-                    leaves_by_role = first_relations == role_relation
+                    leaves_by_role = np.isin(first_relations, self._steps_leaving_by(role_relation))
                     supported[0] |= leaves_by_role
                     total += settings.role_bonus * leaves_by_role
                 total -= settings.unsupported * (~supported).any(axis=0)
                 if agent_relation is not None:  # "the films acted by [X]": X's acting is the way out
-                    total -= settings.agent_cost * (first_relations != agent_relation)
+                    total -= settings.agent_cost * ~np.isin(first_relations, self._steps_leaving_by(agent_relation))
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
                     top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
@@ -419,7 +443,7 @@ class OfflinePolicy:
                     returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 if settings.typicality and self._priors:
-                    total += settings.typicality * np.array([prior for _, prior in facts])
+                    total += settings.typicality * np.array([rows[i][2] for i in members])
                 scores[members] = total
             return scores
 
