@@ -102,7 +102,7 @@ class AnchorConfig:
 class DotragConfig:
     seeds: int = ranged(40, 1)  # k: global semantic seed search
     anchors: int = ranged(5, 1)  # ka: anchors when no seed is named in the question
-    previews: int = ranged(3, 0)  # kp: relationship previews per trajectory
+    previews: int = ranged(3, 0)  # kp: relationship previews per trajectory, shown to an LLM backbone (offline: unread)
     trajectories_per_anchor: int = ranged(1, 1)  # k_pi
     trajectories: int = ranged(3, 1)  # k_tau
     # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper)

@@ -399,9 +399,10 @@ def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query
     assert len(dotrag(hedge_trajectories=0).plan(Query("q", "describe [Dark Harbor] in a few words"))["pairs"]) == 1
 
 
-def test_a_question_costs_one_encoder_pass_for_itself_and_its_words(store, monkeypatch):
-    # The relation labels and schema texts are encoded when DotRAG is built, not on the first question's clock; the
-    # question and the words the offline policy scores go in one batch; later passes only encode new hop queries.
+def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store, monkeypatch):
+    # The relation labels and schema texts are encoded when DotRAG is built, not on the first question's clock. A
+    # question that names its entities needs no vector of its own under the offline policy: only the words the policy
+    # scores are encoded (once: a repeat costs no pass); a question without brackets goes in one batch with its words.
     project, graph = store
     calls: list[list[str]] = []
     encode = graph.encoder.encode
@@ -409,12 +410,19 @@ def test_a_question_costs_one_encoder_pass_for_itself_and_its_words(store, monke
     method = DotRAG(RunContext(project, load_config(project.root, {}), graph, "retrieve"))
     assert calls and "_label_vectors" in vars(method)
     calls.clear()
-    method.plan(Query("q", TWO_HOP))
-    assert len(calls) == 1
-    assert calls[0][0] == "who directed the movies written by Wendy Scribe"
+    plan = method.plan(Query("q", TWO_HOP))
     content = {"who", "directed", "movies", "written"}  # outside the mention; some may have come with the schema
-    assert set(calls[0][1:]) <= content and content <= set(method.policy._vectors)
+    assert len(calls) <= 1 and all(set(batch) <= content for batch in calls), calls
+    assert content <= set(method.policy._vectors)
+    assert [a["similarity"] for a in plan["anchors"]] == [None]  # one anchor: nothing to order by it
+    calls.clear()
+    method.plan(Query("q", TWO_HOP))
+    assert calls == []
+    method.plan(Query("q2", "who directed the movies written by Wendy Scribe"))
+    assert len(calls) == 1 and calls[0][0] == "who directed the movies written by Wendy Scribe"
+    assert set(calls[0][1:]) == {"wendy", "scribe"}  # the other words are known by now
+    calls.clear()
     record = method.retrieve(Query("q", TWO_HOP))
     hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}
-    assert all(len(batch) == 1 and batch[0] in hop_queries for batch in calls[1:]), calls[1:]
+    assert all(len(batch) == 1 and batch[0] in hop_queries for batch in calls), calls
     assert endpoints(record) == {"Clint Ranger", "Ada Helm"}

@@ -127,11 +127,18 @@ class OfflinePolicy:
         self._steps: tuple | None = None
         self._last_scorer: tuple[tuple, Callable] | None = None
 
+    reads_previews = False  # decisions come from the question's words and the schema, not from example triples
+
     # -- decisions ---------------------------------------------------------------------------------------------
     def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]:
         """Named anchors first, longer (more specific) names first, then by similarity to the question."""
         return sorted(range(len(anchors)),
-                      key=lambda i: (not anchors[i].named, -len(anchors[i].name), -anchors[i].similarity, i))
+                      key=lambda i: (not anchors[i].named, -len(anchors[i].name), -(anchors[i].similarity or 0.0), i))
+
+    def reads_similarity(self, anchors: list[AnchorOption]) -> bool:
+        """Only to order anchors that tie on being named and on name length."""
+        keys = [(a.named, len(a.name)) for a in anchors]
+        return len(set(keys)) < len(keys)
 
     def rank_trajectories(self, qid: str, question: str, anchor: AnchorOption,
                           options: list[TrajectoryOption]) -> tuple[list[int], str]:

@@ -19,7 +19,7 @@ class AnchorOption:
     name: str
     types: list[str]
     named: bool  # its name appears in the question
-    similarity: float
+    similarity: float | None = None  # cosine to the question, given when the policy reads it (reads_similarity)
 
 
 @dataclass
@@ -64,6 +64,11 @@ class Policy(Protocol):
     """Makes DotRAG's decisions for one question at a time."""
 
     name: str
+    reads_previews: bool  # whether rank_trajectories reads TrajectoryOption.previews (each costs a product)
+
+    def reads_similarity(self, anchors: list[AnchorOption]) -> bool:
+        """Whether rank_anchors would read these anchors' similarity to the question (it costs an encoder pass)."""
+        ...
 
     def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]: ...
 
@@ -102,6 +107,8 @@ def _order_spec(name: str, n: int) -> DecisionSpec[list[int]]:
 class LLMPolicy:
     """Decisions by a LiteLLM backbone; invalid replies are repaired once, then the offline policy decides."""
 
+    reads_previews = True
+
     def __init__(self, client: LLMClient, offline: Policy, overview: str = ""):
         self.name = client.model
         self.client = client
@@ -110,6 +117,9 @@ class LLMPolicy:
 
     def confident(self, qid, question, anchor, options):
         return True  # the model commits to its ranking; hedging is for the embedding-only policy
+
+    def reads_similarity(self, anchors):
+        return True  # a failed decision falls back to the offline ranking, which may read it
 
     def rank_anchors(self, qid, question, anchors):
         if len(anchors) <= 1:
@@ -172,6 +182,7 @@ class RandomPolicy:
     """The paper's "random choices" ablation: every decision uniformly at random, seeded per question."""
 
     name = "random"
+    reads_previews = False
 
     def __init__(self, seed: int = 0):
         self.chooser = RandomChooser(seed)
@@ -190,3 +201,6 @@ class RandomPolicy:
 
     def confident(self, qid, question, anchor, options):
         return True  # random choices are the ablation: no hedging
+
+    def reads_similarity(self, anchors):
+        return False

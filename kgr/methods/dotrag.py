@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -101,6 +101,21 @@ def make_policy(context: RunContext, store: GraphStore) -> Policy:
     return LLMPolicy(context.client, offline, overview)
 
 
+class _QuestionVector:
+    """The question's embedding, encoded on first use: a question that names its entities needs none for the offline
+    policy (hops search with the policy's step queries), which saves the one encoder pass VSS cannot avoid."""
+
+    def __init__(self, method: DotRAG, query: Query):
+        wanted_now = not query.mentions or not isinstance(method.policy, OfflinePolicy)
+        self._vector = method._embed_question(query, with_text=wanted_now)
+        self._method, self._query = method, query
+
+    def __call__(self) -> np.ndarray:
+        if self._vector is None:
+            self._vector = self._method._embed(self._query.plain)
+        return self._vector
+
+
 @dataclass
 class Path:
     """Relationships from an anchor outward; `eids` has one more entry than `rids`."""
@@ -157,11 +172,12 @@ class DotRAG:
         watch = Stopwatch()
         settings, store = self.settings, self.store
         question = query.text
-        qv = self._embed_question(query)
+        qv = _QuestionVector(self, query)
         anchors, unmatched, warnings = self._anchors(query, qv)
-        similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv if anchors else []
-        options = [AnchorOption(store.names[e], store.types_of(e), named, float(similarity))
-                   for (e, named), similarity in zip(anchors, similarities)]
+        options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
+        if len(options) > 1 and self.policy.reads_similarity(options):
+            similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv()
+            options = [replace(o, similarity=float(s)) for o, s in zip(options, similarities)]
         watch.lap("seeds")
         anchor_order = self.policy.rank_anchors(query.id, question, options) if options else []
         watch.lap("rank_anchors")
@@ -190,7 +206,8 @@ class DotRAG:
         kept = max(settings.trajectories, hedged)
         return {
             "anchors": [{"eid": e, "name": o.name, "types": o.types, "named": o.named,
-                         "similarity": round(o.similarity, 4), "rank": anchor_order.index(i)}
+                         "similarity": None if o.similarity is None else round(o.similarity, 4),
+                         "rank": anchor_order.index(i)}
                         for i, ((e, _), o) in enumerate(zip(anchors, options))],
             "pairs": [asdict(p) for p in pairs[:kept]],
             "hedged": hedged > 0,
@@ -200,7 +217,7 @@ class DotRAG:
             "latency_ms": watch.total_ms,
         }
 
-    def _anchors(self, query: Query, qv: np.ndarray) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
+    def _anchors(self, query: Query, qv: _QuestionVector) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
         """(anchors, unmatched mentions, warnings): the entities the bracketed mentions name (exactly, or loosely at
         `anchors.min_similarity`), else seed names found in the question, else the top seeds.
 
@@ -216,7 +233,7 @@ class DotRAG:
             named = dict.fromkeys(e for match in matches for e in match.eids)
             return ([(e, True) for e in named], [m.mention for m in matches if not m.matched],
                     [m.warning for m in matches if m.warning])
-        similarities = store.entity_vectors @ qv
+        similarities = store.entity_vectors @ qv()
         seeds = top_k(similarities, self.settings.seeds)
         text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
         spans = []
@@ -237,15 +254,16 @@ class DotRAG:
                             f" < anchors.min_similarity {floor:g})")
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
 
-    def _trajectories(self, anchor: int, qv: np.ndarray) -> list[TrajectoryOption]:
-        """First-hop types from the anchor, with the relations leading there and the previews most like the query."""
+    def _trajectories(self, anchor: int, qv: _QuestionVector) -> list[TrajectoryOption]:
+        """First-hop types from the anchor, with the relations leading there and (for a policy that reads them) the
+        previews most like the question."""
         options = []
         grouped = self.reach.edges_by_type(anchor, 1, np.array([anchor], dtype=np.int32))
         for type_id, count in sorted(self.reach.type_counts(anchor, 1).items()):
             rids = grouped[type_id][0]
             previews = []
-            if self.settings.use_previews and len(rids):
-                sims = self.store.relationship_vectors[rids] @ qv
+            if self.settings.use_previews and self.policy.reads_previews and len(rids):
+                sims = self.store.relationship_vectors[rids] @ qv()
                 previews = [self.store.relationship_texts[rids[i]] for i in top_k(sims, self.settings.previews)]
             options.append(TrajectoryOption(self.reach.type_names[type_id], count, self._relations(rids), previews))
         return options
@@ -450,14 +468,17 @@ class DotRAG:
             option_edges.append((rids, near, far))
         return options, option_edges
 
-    def _embed_question(self, query: Query) -> np.ndarray:
-        """The question's vector, encoded in one batch with the words the offline policy will score: one encoder
-        pass per question instead of two (a pass costs about as much for one short text as for ten)."""
+    def _embed_question(self, query: Query, with_text: bool) -> np.ndarray | None:
+        """Vectors for the words the offline policy will score and, `with_text`, the question's own (returned), in
+        one encoder pass."""
         words = self.policy.unseen_words(query.text) if isinstance(self.policy, OfflinePolicy) else []
         if not words:
-            return self._embed(query.plain)
-        vectors = self.store.encoder.encode([query.plain, *words])
-        self.policy.remember(words, vectors[1:])
+            return self._embed(query.plain) if with_text else None
+        texts = [query.plain, *words] if with_text else words
+        vectors = self.store.encoder.encode(texts)
+        self.policy.remember(words, vectors[len(texts) - len(words):])
+        if not with_text:
+            return None
         self._remember_query(query.plain, vectors[0])
         return vectors[0]
 
