@@ -106,9 +106,8 @@ class _QuestionVector:
     policy (hops search with the policy's step queries), which saves the one encoder pass VSS cannot avoid."""
 
     def __init__(self, method: DotRAG, query: Query):
-        wanted_now = not query.mentions or not isinstance(method.policy, OfflinePolicy)
-        self._vector = method._embed_question(query, with_text=wanted_now)
         self._method, self._query = method, query
+        self._vector = None
 
     def __call__(self) -> np.ndarray:
         if self._vector is None:
@@ -174,6 +173,7 @@ class DotRAG:
         question = query.text
         qv = _QuestionVector(self, query)
         anchors, unmatched, warnings = self._anchors(query, qv)
+        self._prefetch_words(query)
         options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
         if len(options) > 1 and self.policy.reads_similarity(options):
             similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv()
@@ -468,19 +468,12 @@ class DotRAG:
             option_edges.append((rids, near, far))
         return options, option_edges
 
-    def _embed_question(self, query: Query, with_text: bool) -> np.ndarray | None:
-        """Vectors for the words the offline policy will score and, `with_text`, the question's own (returned), in
-        one encoder pass."""
+    def _prefetch_words(self, query: Query) -> None:
+        """Encode in one batch the question's words the offline policy has no vector for (a batch of short words
+        costs about one short text; padded beside the question each word would cost as much as the question)."""
         words = self.policy.unseen_words(query.text) if isinstance(self.policy, OfflinePolicy) else []
-        if not words:
-            return self._embed(query.plain) if with_text else None
-        texts = [query.plain, *words] if with_text else words
-        vectors = self.store.encoder.encode(texts)
-        self.policy.remember(words, vectors[len(texts) - len(words):])
-        if not with_text:
-            return None
-        self._remember_query(query.plain, vectors[0])
-        return vectors[0]
+        if words:
+            self.policy.remember(words, self.store.encoder.encode(words))
 
     def _remember_query(self, text: str, vector: np.ndarray) -> None:
         if len(self._query_vectors) > 4096:
