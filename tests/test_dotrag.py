@@ -403,7 +403,7 @@ def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store,
     # The relation labels and schema texts are encoded when DotRAG is built, not on the first question's clock. A
     # question that names its entities needs no vector of its own under the offline policy: only the words the policy
     # scores are encoded (once: a repeat costs no pass); a question without brackets encodes itself to find its anchors,
-    # then its unseen words in a batch of their own (beside the question each word would be padded to its length).
+    # then the unseen words outside their names in a batch of their own (beside the question each would be padded).
     project, graph = store
     calls: list[list[str]] = []
     encode = graph.encoder.encode
@@ -420,8 +420,12 @@ def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store,
     method.plan(Query("q", TWO_HOP))
     assert calls == []
     method.plan(Query("q2", "who directed the movies written by Wendy Scribe"))
-    # the question's own vector finds the anchor; then its words not seen yet, in a batch of their own
-    assert calls == [["who directed the movies written by Wendy Scribe"], ["wendy", "scribe"]]
+    # the question's own vector finds the anchor; the words outside its name are known by now (and its name's are
+    # never scored)
+    assert calls == [["who directed the movies written by Wendy Scribe"]]
+    calls.clear()
+    method.plan(Query("q3", "who directed the movies written by Wendy Scribe in Lisbon"))
+    assert calls == [["who directed the movies written by Wendy Scribe in Lisbon"], ["lisbon"]]
     calls.clear()
     record = method.retrieve(Query("q", TWO_HOP))
     hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}

@@ -209,13 +209,11 @@ class OfflinePolicy:
         """Embed the schema's step texts now, so that the first question does not pay for them on its clock."""
         self._step_matrix()
 
-    def unseen_words(self, question: str) -> list[str]:
-        """The question's content words (outside a bracketed mention) that have no vector yet."""
-        return [w for w in dict.fromkeys(w for w, _ in question_words(question, "")) if w not in self._vectors]
-
-    def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Keep vectors encoded elsewhere (with the question, in one encoder pass) for the scorer's words."""
-        self._vectors.update(zip(texts, vectors))
+    def prepare(self, question: str, anchor_names: list[str]) -> None:
+        """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
+        of short words costs about one short text; padded beside the question each would cost as much as it)."""
+        words = {w for name in anchor_names for w, _ in question_words(question, name)}
+        self._vector(sorted(words - SHARING_CUES - {"co"}))
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], list[bool], float]]:
@@ -355,7 +353,7 @@ class OfflinePolicy:
         if missing:
             for text, vector in zip(missing, self._embed(missing)):
                 self._vectors[text] = vector
-        return np.stack([self._vectors[t] for t in texts])
+        return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
     def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
         """A function scoring many chains at once for this question (the last one is reused: a question's

@@ -173,7 +173,6 @@ class DotRAG:
         question = query.text
         qv = _QuestionVector(self, query)
         anchors, unmatched, warnings = self._anchors(query, qv)
-        self._prefetch_words(query)
         options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
         if len(options) > 1 and self.policy.reads_similarity(options):
             similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv()
@@ -185,6 +184,8 @@ class DotRAG:
         hedged = 0
         # only the anchors whose trajectories can make the top k_tau pairs are worth a ranking call
         wanted_anchors = math.ceil(settings.trajectories / max(settings.trajectories_per_anchor, 1))
+        if isinstance(self.policy, OfflinePolicy):
+            self.policy.prepare(question, [store.names[anchors[i][0]] for i in anchor_order[:wanted_anchors]])
         for anchor_rank, index in enumerate(anchor_order[:wanted_anchors]):
             eid = anchors[index][0]
             trajectories = self._trajectories(eid, qv)
@@ -467,13 +468,6 @@ class DotRAG:
             options.append(TrajectoryOption(self.reach.type_names[type_id], len(np.unique(far)), self._relations(rids)))
             option_edges.append((rids, near, far))
         return options, option_edges
-
-    def _prefetch_words(self, query: Query) -> None:
-        """Encode in one batch the question's words the offline policy has no vector for (a batch of short words
-        costs about one short text; padded beside the question each word would cost as much as the question)."""
-        words = self.policy.unseen_words(query.text) if isinstance(self.policy, OfflinePolicy) else []
-        if words:
-            self.policy.remember(words, self.store.encoder.encode(words))
 
     def _remember_query(self, text: str, vector: np.ndarray) -> None:
         if len(self._query_vectors) > 4096:
