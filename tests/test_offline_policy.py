@@ -533,3 +533,33 @@ def test_single_label_words_can_be_switched_off_leaving_a_step_its_phrases():
     assert step_texts("plays_in_club", "plays_in_club:object", None) == ("plays in club",)
     on = step_texts("plays_in_club", "x:subject", frozenset({"plays"}))  # a word other labels share is left out
     assert on[0] == "plays in club" and "club" in on and "plays" not in on
+
+
+def _reference_row(chain, anchor_types, priors):
+    """Out-and-back steps and prior of one chain, step by step (the definitions _compile vectorizes)."""
+    types = [list(anchor_types)] + [[t] for _, t in chain]
+    back = [i > 0 and chain[i - 1][0] == chain[i][0] and chain[i][1] in types[i - 1] for i in range(len(chain))]
+    returning = tuple(back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain)))
+    total = max((priors.get((t, *chain[0]), 0.0) for t in anchor_types), default=0.0)
+    for (_, previous), step in zip(chain, chain[1:]):
+        total += priors.get((previous, *step), 0.0)
+    return returning, total
+
+
+def test_compiled_chains_match_their_step_by_step_definition():
+    rng = np.random.default_rng(7)
+    types, relations = ["movie", "person", "year", "genre"], ["made_by", "acted_in", "released", "tagged"]
+    priors = {(a, r, b): -float(rng.random()) for a in types for r in relations for b in types if rng.random() < 0.6}
+    schema = {t: [(r, b) for r in relations for b in types] for t in types}
+    pol = OfflinePolicy(bow_embed, schema, priors=priors)
+    for anchor_types in ([], ["movie"], ["person", "genre"]):
+        chains = [tuple((relations[r], types[t]) for r, t in zip(rng.integers(0, 4, n), rng.integers(0, 4, n)))
+                  for n in rng.integers(1, 5, 300)]
+        chains += [(("acted_in", "movie"), ("acted_in", "person")), (("made_by", "movie"), ("made_by", "year"))]
+        rows = pol._chain_rows(chains, anchor_types)
+        assert pol._chain_rows(chains, anchor_types) == rows  # memoized, and the same
+        for chain, (ids, returning, prior) in zip(chains, rows):
+            assert [pol._step_list[i] for i in ids] == list(chain)
+            want_returning, want_prior = _reference_row(chain, anchor_types, priors)
+            assert returning == want_returning and prior == want_prior, chain
+    assert any(any(r) for _, r, _ in pol._chain_rows(chains, ["person"]))  # the check can see out-and-back steps

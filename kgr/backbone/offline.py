@@ -115,6 +115,11 @@ class OfflinePolicy:
         self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
         self._step_list: list[tuple[str, str]] = []
         self._steps_by_relation: dict[str, list[int]] = {}
+        self._step_relation: list[int] = []  # per step id, its relation's number
+        self._step_type: list[int] = []  # per step id, its target type's number
+        self._relation_numbers: dict[str, int] = {}
+        self._type_numbers: dict[str, int] = {}
+        self._type_names: list[str] = []
         self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
@@ -216,20 +221,54 @@ class OfflinePolicy:
         self._vector(sorted(words - SHARING_CUES - {"co"}))
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], list[bool], float]]:
-        """Per chain: its steps' ids, its out-and-back steps and its prior, memoized: chains come from the schema, a
-        small set, and every question scores hundreds of them (the ids index `_step_list`)."""
+    def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], tuple, float]]:
+        """Per chain: its steps' ids (into `_step_list`), its out-and-back steps and its prior, memoized: a question
+        scores hundreds of chains, mostly seen before on a schema-sized graph (an open vocabulary brings new ones,
+        which are compiled together by arrays)."""
         types = tuple(anchor_types)
         facts = self._facts
         if len(facts) >= _FACTS_KEPT:  # questions on an open vocabulary each bring new chains
             facts.clear()
         rows = [facts.get((chain, types)) for chain in chains]
-        for i, row in enumerate(rows):
-            if row is None:
-                chain = chains[i]
-                ids = tuple(self._step_id(step) for step in chain)
-                rows[i] = facts[(chain, types)] = (ids, _returning_steps(chain, types), self._prior(chain, types))
+        missing = [i for i, row in enumerate(rows) if row is None]
+        by_length: dict[int, list[int]] = {}
+        for i in missing:
+            by_length.setdefault(len(chains[i]), []).append(i)
+        for length, members in by_length.items():
+            ids = np.array([[self._step_id(step) for step in chains[i]] for i in members], dtype=np.int64)
+            returning, priors = self._compile(ids.reshape(len(members), length), types)
+            for i, step_ids, back, prior in zip(members, ids.tolist(), returning.tolist(), priors.tolist()):
+                rows[i] = facts[(chains[i], types)] = (tuple(step_ids), tuple(back), prior)
         return rows
+
+    def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
+
+        Out and back: a step along the relation just taken, back to the type before it (actor -> movie -> actor is
+        "acted together"); both steps of the pair count. The prior: summed log-typicality of the steps, the first from
+        the anchor's most typical type (0 where unknown)."""
+        n, length = ids.shape
+        if length == 0:
+            return np.zeros((n, 0), dtype=bool), np.zeros(n)
+        relation = np.array(self._step_relation)[ids]
+        target = np.array(self._step_type)[ids]
+        anchor_type_ids = [self._type_number(t) for t in anchor_types]
+        back = np.zeros((n, length), dtype=bool)
+        if length > 1:
+            back[:, 1] = (relation[:, 0] == relation[:, 1]) & np.isin(target[:, 1], anchor_type_ids)
+            back[:, 2:] = (relation[:, 1:-1] == relation[:, 2:]) & (target[:, 2:] == target[:, :-2])
+        returning = back.copy()
+        returning[:, :-1] |= back[:, 1:]
+        step_list, priors = self._step_list, self._priors
+        first_ids, first_at = np.unique(ids[:, 0], return_inverse=True)
+        first = np.array([max((priors.get((t, *step_list[s]), 0.0) for t in anchor_types), default=0.0)
+                          for s in first_ids.tolist()])
+        total = first[first_at]
+        for k in range(1, length):  # (type before, step) pairs repeat across chains: look each up once
+            pairs, at = np.unique(np.stack([target[:, k - 1], ids[:, k]], axis=1), axis=0, return_inverse=True)
+            values = np.array([priors.get((self._type_names[a], *step_list[s]), 0.0) for a, s in pairs.tolist()])
+            total = total + values[at.reshape(-1)]
+        return returning, total
 
     def _step_id(self, step: tuple[str, str]) -> int:
         """The number of a step (relation, type), given on first sight."""
@@ -238,20 +277,20 @@ class OfflinePolicy:
             found = self._step_ids[step] = len(self._step_list)
             self._step_list.append(step)
             self._steps_by_relation.setdefault(step[0], []).append(found)
+            self._step_relation.append(self._relation_numbers.setdefault(step[0], len(self._relation_numbers)))
+            self._step_type.append(self._type_number(step[1]))
+        return found
+
+    def _type_number(self, type_name: str) -> int:
+        found = self._type_numbers.get(type_name)
+        if found is None:
+            found = self._type_numbers[type_name] = len(self._type_names)
+            self._type_names.append(type_name)
         return found
 
     def _steps_leaving_by(self, relation: str) -> list[int]:
         """The ids of the known steps along `relation`."""
         return self._steps_by_relation.get(relation, [])
-
-    def _prior(self, chain: Chain, anchor_types: list[str]) -> float:
-        """Summed log-typicality of the chain's steps, the first from the anchor's most typical type (0 if unknown)."""
-        priors = self._priors
-        relation, type_name = chain[0]
-        total = max((priors.get((t, relation, type_name), 0.0) for t in anchor_types), default=0.0)
-        for (_, previous), (relation, type_name) in zip(chain, chain[1:]):
-            total += priors.get((previous, relation, type_name), 0.0)
-        return total
 
     def _relations(self, option: TrajectoryOption, from_types: list[str],
                    affinity: Callable[[str], float]) -> list[str]:
@@ -393,9 +432,11 @@ class OfflinePolicy:
             """words x steps: each word's best cosine with the step's relation or type phrase or any single word of
             them, so a synonym of one label word ("team" for `plays_in_club`'s "club") is not diluted by the rest."""
             texts = [step_texts(r, t, self._shared_words) for r, t in steps]
-            columns = self._vector([text for group in texts for text in group])
+            # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
+            distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
+            slots = [distinct[text] for group in texts for text in group]
             starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
-            return np.maximum.reduceat(word_vectors @ columns.T, starts, axis=1)
+            return np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
 
         def score(chains: list[Chain]) -> np.ndarray:
             scores = np.full(len(chains), -np.inf)
@@ -481,14 +522,6 @@ def _inversions(means: np.ndarray) -> np.ndarray:
         inversions += placed & (last > row)  # comparisons with NaN are False
         last = np.where(placed, row, last)
     return inversions
-
-
-def _returning_steps(chain: Chain, anchor_types: list[str]) -> list[bool]:
-    """For each step, whether it is part of an out-and-back pair: out to a neighbour and back through the same
-    relation to the type it came from (actor -> movie -> actor is "acted together")."""
-    types = [anchor_types] + [[t] for _, t in chain]
-    back = [i > 0 and chain[i - 1][0] == chain[i][0] and chain[i][1] in types[i - 1] for i in range(len(chain))]
-    return [back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain))]
 
 
 @lru_cache(maxsize=1 << 16)  # labels come from the graph: a bounded set, asked for on every chain scored
