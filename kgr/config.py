@@ -159,9 +159,10 @@ class OfflineConfig:
     typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
     # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
     tie_margin: float = ranged(0.1, 0.0)
-    # also match a step by each label word no other label uses ("team" ~ `club`). Off by the keep rule: on, WC2014
-    # 2-hop recall is 0.997 instead of 0.810, but MetaQA dev 2-hop falls 0.996 -> 0.980 (bench/README, sixth round)
-    single_label_words: bool = False
+    # a question word this close to a label word several relations share ("play" ~ the `plays` of plays_in_club,
+    # plays_position, plays_for_country) says nothing about which of them is asked: it supports each of their steps as
+    # much as it fits the best one (0 = off; "play" ~ "plays" 0.89, "players" 0.67 with all-MiniLM-L6-v2)
+    shared_word_similarity: float = ranged(0.8, 0.0, 1.0)
     # per type, the schema steps (and per option the relations) most like the question that chains follow: an LLM-built
     # graph has thousands of relation phrasings and chains multiply them per hop (MetaQA's types have <= 11 steps,
     # 2Wiki's <= 21, so neither is cut)

@@ -527,12 +527,35 @@ def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
     assert len(policy.schema["place"]) == 151
 
 
-def test_single_label_words_can_be_switched_off_leaving_a_step_its_phrases():
-    from kgr.backbone.offline import step_texts
+def test_shared_label_words_ignore_stop_words_and_inverse_twins():
+    from kgr.backbone.offline import shared_label_words
 
-    assert step_texts("plays_in_club", "plays_in_club:object", None) == ("plays in club",)
-    on = step_texts("plays_in_club", "x:subject", frozenset({"plays"}))  # a word other labels share is left out
-    assert on[0] == "plays in club" and "club" in on and "plays" not in on
+    found = shared_label_words(["works_in_lab", "works_on_topic", "works_on_topic_inverse", "born_in"])
+    assert found == {"works": ["works_in_lab", "works_on_topic", "works_on_topic_inverse"]}
+    assert shared_label_words(["directed_by", "directed_by_inverse"]) == {}  # one label, read both ways
+
+
+def _works_policy(threshold: float) -> OfflinePolicy:
+    """A lab graph where "work" fits `works on topic` better than `works in lab` only because of spelling."""
+    from kgr.config import OfflineConfig
+
+    basis = np.eye(8, dtype=np.float32)
+    work = np.array([0.5, 0.7, np.sqrt(0.26), 0, 0, 0, 0, 0], np.float32)
+    table = {"works in lab": basis[0], "works on topic": basis[1], "work": work, "works": work,
+             "group": np.array([0.4, 0.3, 0, np.sqrt(0.75), 0, 0, 0, 0], np.float32),
+             "unit": basis[5], "subject": basis[6], "person": basis[7]}
+    schema = {"person": [("works_in_lab", "unit"), ("works_on_topic", "subject")], "unit": [], "subject": []}
+    return OfflinePolicy(lookup(table), schema, max_hops=1,
+                         settings=OfflineConfig(shared_word_similarity=threshold))
+
+
+@pytest.mark.parametrize("threshold, best", [(0.8, "unit"), (0.0, "subject")])
+def test_a_word_naming_a_shared_label_word_supports_each_of_its_relations_alike(threshold, best):
+    """"work" names the `works` two labels share, so it cannot tell them apart; "group" then decides (0 = off)."""
+    options = [TrajectoryOption("unit", 1, ["works_in_lab"]), TrajectoryOption("subject", 1, ["works_on_topic"])]
+    order, _ = _works_policy(threshold).rank_trajectories("q", "which group does [Ada] work for",
+                                                          anchor("Ada", "person"), options)
+    assert options[order[0]].type == best
 
 
 def _reference_row(chain, anchor_types, priors):

@@ -11,7 +11,10 @@ well its steps explain the question's content words:
             - agent_cost * [the anchor is a passive verb's agent and the chain leaves by another role]
             + typicality * sum over steps of log-typicality(step)
 
-sim(w, step) is the larger cosine between the word and the step's relation words or type words. Words that only
+sim(w, step) is the larger cosine between the word and the step's relation words or type words. A word that names a
+label word several relations share ("play" ~ the `plays` of `plays_in_club`, `plays_position`, `plays_for_country`;
+cosine >= `shared_word_similarity`) says nothing about which of them is asked, so it fits each of their steps as well
+as the best of them, and the other words decide ("which team does [X] play for": club). Words that only
 describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]"; not a noun
 joined to it by "of", as in "director of [X]", which asks for X's director) are left out of the sum; such a role
 word names the anchor's way out, the most frequent relation leaving the type it describes ("the director [X]":
@@ -123,9 +126,8 @@ class OfflinePolicy:
         self._tails: dict[tuple[str, int], list[Chain]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
-        # None: a step is matched by its phrases only (`offline.single_label_words`)
-        self._shared_words = (shared_label_words(r for steps in schema.values() for r, _ in steps)
-                              if (settings or OfflineConfig()).single_label_words else None)
+        # label words several relations share, each with the relations using it ("plays": plays_in_club, ...)
+        self._shared = shared_label_words({r for steps in schema.values() for r, _ in steps})
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
@@ -355,7 +357,7 @@ class OfflinePolicy:
         first slot, built once (steps listed type by type, as in the schema)."""
         if self._steps is None:
             steps = [(r, t) for type_steps in self.schema.values() for r, t in type_steps]
-            texts = [step_texts(r, t, self._shared_words) for r, t in steps]
+            texts = [step_texts(r, t) for r, t in steps]
             unique = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
             slots = np.array([unique[text] for group in texts for text in group], dtype=np.int64)
             starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
@@ -380,6 +382,26 @@ class OfflinePolicy:
             cut[type_name] = type_steps
             first += count
         return cut
+
+    def _shared_support(self, word_vectors: np.ndarray | None) -> tuple[list[set[str]], np.ndarray] | None:
+        """The label words several relations share that a question word names (cosine >= `shared_word_similarity`:
+        "play" ~ `plays`), each as the relations using it, and per question word its support for them: its best
+        similarity to any of their phrases where it names the word, else -inf (None when no word names one)."""
+        threshold = self.settings.shared_word_similarity
+        if word_vectors is None or not self._shared or threshold <= 0:
+            return None
+        words = list(self._shared)
+        named = word_vectors @ self._vector(words).T >= threshold  # question words x shared words
+        columns = np.flatnonzero(named.any(axis=0))
+        if not len(columns):
+            return None
+        names, support = [], np.full((len(word_vectors), len(columns)), -np.inf)
+        for k, j in enumerate(columns.tolist()):
+            users = self._shared[words[j]]
+            best = (word_vectors @ self._vector([label_words(r) for r in users]).T).max(axis=1)
+            support[:, k] = np.where(named[:, j], best, -np.inf)
+            names.append(set(users))
+        return names, support
 
     def _type_vectors(self, type_names: list[str]) -> np.ndarray:
         """The types' word vectors; a type with no words of its own (a relation's subject) matches no word."""
@@ -427,16 +449,23 @@ class OfflinePolicy:
         agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
+        shared = self._shared_support(word_vectors)
 
         def similarities(steps: list[tuple[str, str]]) -> np.ndarray:
             """words x steps: each word's best cosine with the step's relation or type phrase or any single word of
             them, so a synonym of one label word ("team" for `plays_in_club`'s "club") is not diluted by the rest."""
-            texts = [step_texts(r, t, self._shared_words) for r, t in steps]
+            texts = [step_texts(r, t) for r, t in steps]
             # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
             distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
             slots = [distinct[text] for group in texts for text in group]
             starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
-            return np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
+            sims = np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
+            if shared is not None:  # "play" supports every `plays ...` step alike
+                names, support = shared
+                uses = np.array([[r in users for users in names] for r, _ in steps], dtype=bool)  # steps x words
+                lifted = np.where(uses[None], support[:, None, :], -np.inf).max(axis=2)  # words x steps
+                sims = np.maximum(sims, lifted)
+            return sims
 
         def score(chains: list[Chain]) -> np.ndarray:
             scores = np.full(len(chains), -np.inf)
@@ -534,24 +563,20 @@ def label_words(relation: str) -> str:
 
 
 @lru_cache(maxsize=1 << 16)
-def step_texts(relation: str, type_name: str, shared: frozenset[str] | None = frozenset()) -> tuple[str, ...]:
-    """What a step is called: its relation phrase, its type phrase and (unless `shared` is None) each of their words
-    that no other relation label of the graph uses (`plays` in three labels says nothing about which one; `club`
-    names one)."""
+def step_texts(relation: str, type_name: str) -> tuple[str, ...]:
+    """What a step is called: its relation phrase and its type phrase."""
     phrases = [p for p in (label_words(relation), type_words(type_name)) if p] or [relation or type_name]
-    if shared is None:
-        return tuple(dict.fromkeys(phrases))
-    words = [w for p in phrases for w in p.split() if w not in STOP_WORDS and w not in shared]
-    return tuple(dict.fromkeys(phrases + words))
+    return tuple(dict.fromkeys(phrases))
 
 
-def shared_label_words(relations) -> frozenset[str]:
-    """Words used by more than one distinct relation label (an `_inverse` twin counts as its base)."""
-    counts: dict[str, int] = {}
-    for phrase in {label_words(r) for r in relations}:
-        for word in set(phrase.split()):
-            counts[word] = counts.get(word, 0) + 1
-    return frozenset(w for w, n in counts.items() if n > 1)
+def shared_label_words(relations) -> dict[str, list[str]]:
+    """Content words used by more than one distinct relation label (an `_inverse` twin counts as its base), each with
+    the relations whose label uses it."""
+    users: dict[str, set[str]] = {}
+    for relation in relations:
+        for word in set(label_words(relation).split()) - STOP_WORDS:
+            users.setdefault(word, set()).add(relation)
+    return {w: sorted(rs) for w, rs in sorted(users.items()) if len({label_words(r) for r in rs}) > 1}
 
 
 @lru_cache(maxsize=1 << 16)
