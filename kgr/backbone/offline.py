@@ -128,6 +128,7 @@ class OfflinePolicy:
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         # label words several relations share, each with the relations using it ("plays": plays_in_club, ...)
         self._shared = shared_label_words({r for steps in schema.values() for r, _ in steps})
+        self._shared_vectors: np.ndarray | None = None
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
@@ -213,8 +214,10 @@ class OfflinePolicy:
 
     # -- vectors -----------------------------------------------------------------------------------------------
     def warm(self) -> None:
-        """Embed the schema's step texts now, so that the first question does not pay for them on its clock."""
+        """Embed the schema's step texts and shared label words now, so that the first question does not pay for them
+        on its clock."""
         self._step_matrix()
+        self._shared_matrix()
 
     def prepare(self, question: str, anchor_names: list[str]) -> None:
         """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
@@ -391,7 +394,7 @@ class OfflinePolicy:
         if word_vectors is None or not self._shared or threshold <= 0:
             return None
         words = list(self._shared)
-        named = word_vectors @ self._vector(words).T >= threshold  # question words x shared words
+        named = word_vectors @ self._shared_matrix().T >= threshold  # question words x shared words
         columns = np.flatnonzero(named.any(axis=0))
         if not len(columns):
             return None
@@ -402,6 +405,12 @@ class OfflinePolicy:
             support[:, k] = np.where(named[:, j], best, -np.inf)
             names.append(set(users))
         return names, support
+
+    def _shared_matrix(self) -> np.ndarray:
+        """The shared label words' vectors, in `_shared` order, built once (an open vocabulary shares thousands)."""
+        if self._shared_vectors is None:
+            self._shared_vectors = self._vector(list(self._shared))
+        return self._shared_vectors
 
     def _type_vectors(self, type_names: list[str]) -> np.ndarray:
         """The types' word vectors; a type with no words of its own (a relation's subject) matches no word."""
