@@ -586,3 +586,11 @@ def test_compiled_chains_match_their_step_by_step_definition():
             want_returning, want_prior = _reference_row(chain, anchor_types, priors)
             assert returning == want_returning and prior == want_prior, chain
     assert any(any(r) for _, r, _ in pol._chain_rows(chains, ["person"]))  # the check can see out-and-back steps
+
+
+def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_mentions():
+    question = "who was born in [Lyon] and founded [Ember Solar]"
+    # distances from the anchor's own mention; another mention's name is not a content word
+    assert question_words(question, "Ember Solar") == [("who", 6), ("born", 4), ("founded", 1)]
+    assert question_words(question, "Lyon") == [("who", 4), ("born", 2), ("founded", 2)]
+    assert question_words(question, "Somewhere Else") == question_words(question, "Lyon")  # none names it: the first

@@ -72,11 +72,15 @@ Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor o
 def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
     """Content words outside the anchor's mention, each with its distance (in words) from the mention.
 
-    A `co-` prefix is a sharing cue: `co-starred` gives the word `starred` and the cue word `co`.
+    The mention is the bracketed one naming the anchor (else the first); the words of other bracketed mentions name
+    other entities, not the way to the answer. A `co-` prefix is a sharing cue: `co-starred` gives the word
+    `starred` and the cue word `co`.
     """
-    mention = _MENTION.search(question)
+    mentions = list(_MENTION.finditer(question))
+    mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
+                   mentions[0] if mentions else None)
     if mention:
-        left, right = question[:mention.start()], question[mention.end():]
+        left, right = (_MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
     else:
         lowered, name = question.lower(), anchor_name.lower()
         at = lowered.find(name)
