@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kgr.methods.csrag import CSRAG, Candidate, bind, n_eff, propagate, softmax, sufficient
-from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_question, validate_plan
+from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_index, plan_question, validate_plan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
 
@@ -556,3 +556,22 @@ def test_with_no_graph_evidence_the_passages_are_the_dense_ranking(sourced):
     dense = dense_order(sourced, question)
     assert record.passages[0] == dense[0]
     assert set(record.passages) == set(dense)
+
+
+def test_the_passage_walk_reaches_the_bridge_passage_and_nothing_unconnected(sourced):
+    index = plan_index(sourced.store)
+    titles = [t for t, _ in sourced.store.passages]
+    start = sourced.store.find("Quiet Harbour")[0]
+    mass = index.passage_walk({start: 1.0}, 0.8)
+    assert mass[titles.index("Quiet Harbour")] > mass[titles.index("Lena Voss")] > 0  # one hop further
+    assert mass[titles.index("Marek Dal")] == 0 and mass[titles.index("Song performers")] == 0
+    assert not index.passage_walk({}, 0.8).any()
+
+
+def test_a_variable_weighs_what_the_mention_its_binding_came_from_weighs(sourced):
+    method = CSRAG(sourced)
+    first = ConstraintState(0, status="resolved", source="Quiet Harbour", target="?person", bound=[1])
+    second = ConstraintState(1, status="resolved", source="?person", target="?city", bound=[2])
+    weights = method.term_weights([second, first], {"Quiet Harbour": [0]})
+    specific = sourced.store.specificity("Quiet Harbour") ** method.settings.specificity
+    assert weights == pytest.approx({"Quiet Harbour": specific, "?person": specific, "?city": specific})

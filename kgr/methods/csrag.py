@@ -414,7 +414,7 @@ class CSRAG:
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
         # evidence the ranking is the dense one, and passages the graph points to move up.
-        evidence = self.passage_evidence(states, bindings, anchor_ids, recover) if has_passages else {}
+        evidence = self.passage_evidence(states, bindings, anchors, recover) if has_passages else {}
         passage_ids, passage_scores = self.rank_passages(plain, evidence) if has_passages else ([], {})
         watch.lap("passages")
 
@@ -488,13 +488,16 @@ class CSRAG:
         )
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
-                         anchor_ids: set[int], recover: Callable[[int, dict[str, list[int]]], list]) -> dict[int, float]:
+                         anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]
+                         ) -> dict[int, float]:
         """Graph evidence per passage in [0, 1]: the provenance of resolved constraints' kept triples (the paper's
         textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
-        entities (an entity found in many passages says little about each: weight 1/sqrt(count)), and the recovered
-        passages of unresolved constraints."""
+        entities (an entity found in many passages says little about each: weight 1/sqrt(count)), the recovered
+        passages of unresolved constraints, each scaled by the specificity of the mention its chain starts from; and
+        the passages a walk from the anchors reaches (`PlanIndex.passage_walk`), by their share of its mass."""
         store, settings = self.store, self.settings
         evidence: dict[int, float] = {}
+        weights = self.term_weights(states, anchors)
 
         def add(pids, weight: float) -> None:
             for p in pids:
@@ -506,19 +509,47 @@ class CSRAG:
             if extracted:
                 add(extracted, weight / math.sqrt(len(extracted)))
 
-        for e in anchor_ids:
-            add_entity(e, settings.anchor_evidence)
-        for eids in bindings.values():
+        for mention, eids in anchors.items():
             for e in eids:
-                add_entity(e, settings.binding_evidence / math.sqrt(len(eids)))
+                add_entity(e, settings.anchor_evidence * weights[mention])
+        for variable, eids in bindings.items():
+            for e in eids:
+                add_entity(e, settings.binding_evidence * weights.get(variable, 1.0) / math.sqrt(len(eids)))
         for state in states:
+            weight = weights.get(state.source, 1.0) if state.source is not None else 1.0
             if state.status == "resolved":
                 for cand in state.pool:
                     if cand.far in state.bound:
-                        add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence)
+                        add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence * weight)
             else:
-                add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence)
+                add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence * weight)
+        if settings.walk_evidence > 0:
+            seeds: dict[int, float] = {}
+            for mention, eids in anchors.items():
+                for e in eids:
+                    seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
+            mass = self.index.passage_walk(seeds, settings.walk_damping)
+            if mass.size and mass.max() > 0:
+                mass /= mass.max()
+                for p in np.flatnonzero(mass > 1e-4).tolist():
+                    evidence[p] = evidence.get(p, 0.0) + settings.walk_evidence * float(mass[p])
         return {p: min(1.0, value) for p, value in evidence.items()}
+
+    def term_weights(self, states: Sequence[ConstraintState], anchors: Mapping[str, list[int]]) -> dict[str, float]:
+        """Each mention's specificity in the graph (`GraphStore.specificity` ** `csrag.specificity`), and each
+        bound variable's: the largest of the terms its binding constraints were retrieved from."""
+        power = self.settings.specificity
+        weights = {m: self.store.specificity(m) ** power if power > 0 else 1.0 for m in anchors}
+        for _ in range(len(states)):  # a chain of n constraints settles in at most n rounds
+            changed = False
+            for state in states:
+                if state.bound and state.target is not None and state.source in weights:
+                    value = weights[state.source]
+                    if value > weights.get(state.target, -1.0):
+                        weights[state.target], changed = value, True
+            if not changed:
+                break
+        return weights
 
     def rank_passages(self, question: str, evidence: Mapping[int, float]) -> tuple[list[int], dict[int, tuple]]:
         """The top `passages_top` passages by dense question-passage cosine + `evidence_weight` x graph evidence,
