@@ -127,6 +127,9 @@ class DotragConfig:
     # with several bracketed mentions, keep only the paths to entities reached from every mention ("a player who
     # plays at [Forward] from [Mexico]"); False = the union of every anchor's paths (paper)
     conjunctive: bool = True
+    # passages packed after the paths when the project has passages (ranked as CS-RAG ranks them, from the anchors and
+    # the paths' provenance); 0 = paths only. An LLM-built graph's paths often miss the answer its passages state
+    passages: int = ranged(5, 0)
 
 
 @dataclass

@@ -505,28 +505,19 @@ def test_a_label_follows_another_along_more_than_one_stray_edge(household):
 @pytest.fixture(scope="module")
 def sourced(tmp_path_factory):
     """A two-hop graph whose triples name the passages they were extracted from, among look-alike passages."""
-    from kgr.ingest.stage import IngestOptions, run_ingest
+    from conftest import build_sourced
+
     from kgr.methods.base import RunContext
     from kgr.project import Project
     from kgr.store import GraphStore
 
-    root = tmp_path_factory.mktemp("sourced")
-    triples = [("Quiet Harbour", "performer", "Lena Voss", "Quiet Harbour"),
-               ("Lena Voss", "place of birth", "Ostrava", "Lena Voss"),
-               ("Marek Dal", "place of birth", "Brno", "Marek Dal")]
-    (root / "triples.jsonl").write_text("".join(
-        json.dumps({"subject": h, "relation": r, "object": t, "source": s}) + "\n" for h, r, t, s in triples),
-        encoding="utf-8")
-    passages = {"Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss.",
-                "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
-                "Marek Dal": "Marek Dal was born in Brno.",
-                "Birthplaces of singers": "Where was the performer born? Lists of singers and where they were born.",
-                "Song performers": "The performer of a song is the singer who recorded the song."}
-    (root / "corpus.json").write_text(json.dumps([{"title": t, "text": x} for t, x in passages.items()]),
-                                      encoding="utf-8")
-    with Project.open(root / "project", write=True, create=True) as project:
-        run_ingest(project, IngestOptions([root / "triples.jsonl"], passages=[root / "corpus.json"]))
-    with Project.open(root / "project") as project:
+    root = build_sourced(tmp_path_factory.mktemp("sourced"), {
+        "Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss.",
+        "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
+        "Marek Dal": "Marek Dal was born in Brno.",
+        "Birthplaces of singers": "Where was the performer born? Lists of singers and where they were born.",
+        "Song performers": "The performer of a song is the singer who recorded the song."})
+    with Project.open(root) as project:
         yield RunContext(project, project.config, GraphStore(project), stage="retrieve")
 
 

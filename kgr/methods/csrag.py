@@ -39,8 +39,8 @@ from kgr.methods.csrag_plan import (
 from kgr.methods.records import RetrievalRecord
 
 __all__ = [
-    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "orient", "plan_question", "propagate",
-    "softmax", "sufficient",
+    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "fuse_passages", "n_eff", "orient", "plan_question",
+    "propagate", "softmax", "sufficient",
 ]
 
 
@@ -214,6 +214,16 @@ def propagate(
         if state.status == "pending":
             state.status, state.reason = "blocked", "its variables were never bound"
     return states, bindings
+
+
+def fuse_passages(dense: np.ndarray, evidence: Mapping[int, float], first: int, top: int,
+                  weight: float) -> tuple[list[int], dict[int, tuple[float, float]]]:
+    """The `top` passages by dense score + `weight` x graph evidence among the dense `first` and every passage
+    with evidence, best first; also {pid: (dense, fused)} of those."""
+    pool = list(dict.fromkeys([*top_k(dense, first).tolist(), *evidence]))
+    fused = np.array([dense[p] + weight * evidence.get(p, 0.0) for p in pool])
+    order = [pool[j] for j in top_k(fused, top).tolist()]
+    return order, {p: (float(dense[p]), float(dense[p] + weight * evidence.get(p, 0.0))) for p in order}
 
 
 # -- the method ------------------------------------------------------------------------------------------------
@@ -523,16 +533,12 @@ class CSRAG:
                         add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence * weight)
             else:
                 add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence * weight)
-        if settings.walk_evidence > 0:
-            seeds: dict[int, float] = {}
-            for mention, eids in anchors.items():
-                for e in eids:
-                    seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
-            mass = self.index.passage_walk(seeds, settings.walk_damping)
-            if mass.size and mass.max() > 0:
-                mass /= mass.max()
-                for p in np.flatnonzero(mass > 1e-4).tolist():
-                    evidence[p] = evidence.get(p, 0.0) + settings.walk_evidence * float(mass[p])
+        seeds: dict[int, float] = {}
+        for mention, eids in anchors.items():
+            for e in eids:
+                seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
+        for p, value in self.index.walk_evidence(seeds, settings.walk_damping, settings.walk_evidence).items():
+            evidence[p] = evidence.get(p, 0.0) + value
         return {p: min(1.0, value) for p, value in evidence.items()}
 
     def term_weights(self, states: Sequence[ConstraintState], anchors: Mapping[str, list[int]]) -> dict[str, float]:
@@ -557,12 +563,8 @@ class CSRAG:
         store, settings = self.store, self.settings
         if self._question_vector is None or self._question_vector[0] != question:
             self._question_vector = (question, store.encoder.encode_query(question).astype(np.float32, copy=False))
-        dense = store.passage_vectors @ self._question_vector[1]
-        pool = list(dict.fromkeys([*top_k(dense, settings.passages_first).tolist(), *evidence]))
-        fused = np.array([dense[p] + settings.evidence_weight * evidence.get(p, 0.0) for p in pool])
-        order = [pool[j] for j in top_k(fused, settings.passages_top).tolist()]
-        return order, {p: (float(dense[p]), float(dense[p] + settings.evidence_weight * evidence.get(p, 0.0)))
-                       for p in order}
+        return fuse_passages(store.passage_vectors @ self._question_vector[1], evidence, settings.passages_first,
+                             settings.passages_top, settings.evidence_weight)
 
     def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]]) -> list[int]:
         """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order.

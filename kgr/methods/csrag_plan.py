@@ -65,6 +65,7 @@ SYNONYM = 0.8  # a question word this close to a label names it as if it were th
 FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the other's edges lead on along it
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
+WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
 WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -320,6 +321,14 @@ class PlanIndex:
         for _ in range(iterations):
             mass = (1 - damping) * restart + damping * (walk @ mass)
         return mass[self.store.num_entities:]
+
+    def walk_evidence(self, seeds: dict[int, float], damping: float, weight: float) -> dict[int, float]:
+        """`weight` x each passage's share of the walk from `seeds` (its mass / the top passage's); {} at weight 0."""
+        mass = self.passage_walk(seeds, damping) if weight > 0 else np.zeros(0)
+        if not mass.size or mass.max() <= 0:
+            return {}
+        mass /= mass.max()
+        return {p: weight * float(mass[p]) for p in np.flatnonzero(mass > WALK_FLOOR).tolist()}
 
     def passages_about(self, eids) -> list[int]:
         """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""
