@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,6 +48,9 @@ class MentionMatch:
         return (f"mention {self.mention!r} matches no entity: no name is spelled so, and the nearest,"
                 f" {self.nearest!r}, is at cosine {self.similarity:.2f} < anchors.min_similarity {self.floor:g};"
                 f" it anchors nothing")
+
+
+_WORDS = re.compile(r"[^\W_]+")
 
 
 class GraphStore:
@@ -161,6 +166,36 @@ class GraphStore:
         best = top_k(similarities, k)
         kept = tuple(int(e) for e in best if similarities[e] >= floor)
         return MentionMatch(mention, kept, False, self.names[int(best[0])], float(similarities[best[0]]), floor)
+
+    @cached_property
+    def _word_postings(self) -> tuple[list[str], dict[str, list[int]]]:
+        """The texts a name's specificity is counted over, as padded lowercase word strings (the passages, else the
+        relationship texts: where names occur in this graph), and word -> ids of the texts holding it."""
+        texts = self.passages if self.passages else [(text,) for text in self.relationship_texts]
+        padded, postings = [], {}
+        for i, parts in enumerate(texts):
+            words = [_WORDS.findall(part.casefold()) for part in parts]
+            padded.append(f" {' | '.join(' '.join(w) for w in words)} ")  # no phrase runs from a title into its text
+            for word in {w for part in words for w in part}:
+                postings.setdefault(word, []).append(i)
+        return padded, postings
+
+    def specificity(self, name: str) -> float:
+        """How specific a name is in this graph, in [0, 1]: its inverse document frequency over the passages (else the
+        relationship texts), log((N + 1) / (df + 1)) / log(N + 1), df the texts holding the name as whole words.
+
+        An LLM-built graph has entities for common words ("country", "first"); found as spans in a question they
+        look like anchors, but their passages and edges say nothing about it. A name in one passage of 1,890 scores
+        0.91, "country" (199 passages) 0.30.
+        """
+        padded, postings = self._word_postings
+        words = _WORDS.findall(name.casefold())
+        if not words or not padded:
+            return 1.0
+        lists = sorted((postings.get(w, []) for w in set(words)), key=len)
+        phrase = f" {' '.join(words)} "
+        df = sum(1 for i in lists[0] if phrase in padded[i]) if lists[0] else 0
+        return math.log((len(padded) + 1) / (df + 1)) / math.log(len(padded) + 1)
 
     @property
     def num_entities(self) -> int:

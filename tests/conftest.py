@@ -57,3 +57,28 @@ def copy_project(tmp_path_factory):
         return target
 
     return copy
+
+
+SOURCED_TRIPLES = [("Quiet Harbour", "performer", "Lena Voss", "Quiet Harbour"),
+                   ("Lena Voss", "place of birth", "Ostrava", "Lena Voss"),
+                   ("Marek Dal", "place of birth", "Brno", "Marek Dal")]
+
+
+def build_sourced(root: Path, passages: dict[str, str], reach: bool = False) -> Path:
+    """A two-hop project under `root` whose triples name the passages (title -> text) they were extracted from."""
+    import json
+
+    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.project import Project
+    from kgr.reach_stage import run_reach
+
+    (root / "triples.jsonl").write_text("".join(
+        json.dumps({"subject": h, "relation": r, "object": t, "source": s}) + "\n" for h, r, t, s in SOURCED_TRIPLES),
+        encoding="utf-8")
+    (root / "corpus.json").write_text(json.dumps([{"title": t, "text": x} for t, x in passages.items()]),
+                                      encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([root / "triples.jsonl"], passages=[root / "corpus.json"]))
+        if reach:
+            run_reach(project)
+    return root / "project"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kgr.methods.csrag import CSRAG, Candidate, bind, n_eff, propagate, softmax, sufficient
-from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_question, validate_plan
+from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_index, plan_question, validate_plan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
 
@@ -505,28 +505,19 @@ def test_a_label_follows_another_along_more_than_one_stray_edge(household):
 @pytest.fixture(scope="module")
 def sourced(tmp_path_factory):
     """A two-hop graph whose triples name the passages they were extracted from, among look-alike passages."""
-    from kgr.ingest.stage import IngestOptions, run_ingest
+    from conftest import build_sourced
+
     from kgr.methods.base import RunContext
     from kgr.project import Project
     from kgr.store import GraphStore
 
-    root = tmp_path_factory.mktemp("sourced")
-    triples = [("Quiet Harbour", "performer", "Lena Voss", "Quiet Harbour"),
-               ("Lena Voss", "place of birth", "Ostrava", "Lena Voss"),
-               ("Marek Dal", "place of birth", "Brno", "Marek Dal")]
-    (root / "triples.jsonl").write_text("".join(
-        json.dumps({"subject": h, "relation": r, "object": t, "source": s}) + "\n" for h, r, t, s in triples),
-        encoding="utf-8")
-    passages = {"Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss.",
-                "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
-                "Marek Dal": "Marek Dal was born in Brno.",
-                "Birthplaces of singers": "Where was the performer born? Lists of singers and where they were born.",
-                "Song performers": "The performer of a song is the singer who recorded the song."}
-    (root / "corpus.json").write_text(json.dumps([{"title": t, "text": x} for t, x in passages.items()]),
-                                      encoding="utf-8")
-    with Project.open(root / "project", write=True, create=True) as project:
-        run_ingest(project, IngestOptions([root / "triples.jsonl"], passages=[root / "corpus.json"]))
-    with Project.open(root / "project") as project:
+    root = build_sourced(tmp_path_factory.mktemp("sourced"), {
+        "Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss.",
+        "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
+        "Marek Dal": "Marek Dal was born in Brno.",
+        "Birthplaces of singers": "Where was the performer born? Lists of singers and where they were born.",
+        "Song performers": "The performer of a song is the singer who recorded the song."})
+    with Project.open(root) as project:
         yield RunContext(project, project.config, GraphStore(project), stage="retrieve")
 
 
@@ -556,3 +547,22 @@ def test_with_no_graph_evidence_the_passages_are_the_dense_ranking(sourced):
     dense = dense_order(sourced, question)
     assert record.passages[0] == dense[0]
     assert set(record.passages) == set(dense)
+
+
+def test_the_passage_walk_reaches_the_bridge_passage_and_nothing_unconnected(sourced):
+    index = plan_index(sourced.store)
+    titles = [t for t, _ in sourced.store.passages]
+    start = sourced.store.find("Quiet Harbour")[0]
+    mass = index.passage_walk({start: 1.0}, 0.8)
+    assert mass[titles.index("Quiet Harbour")] > mass[titles.index("Lena Voss")] > 0  # one hop further
+    assert mass[titles.index("Marek Dal")] == 0 and mass[titles.index("Song performers")] == 0
+    assert not index.passage_walk({}, 0.8).any()
+
+
+def test_a_variable_weighs_what_the_mention_its_binding_came_from_weighs(sourced):
+    method = CSRAG(sourced)
+    first = ConstraintState(0, status="resolved", source="Quiet Harbour", target="?person", bound=[1])
+    second = ConstraintState(1, status="resolved", source="?person", target="?city", bound=[2])
+    weights = method.term_weights([second, first], {"Quiet Harbour": [0]})
+    specific = sourced.store.specificity("Quiet Harbour") ** method.settings.specificity
+    assert weights == pytest.approx({"Quiet Harbour": specific, "?person": specific, "?city": specific})

@@ -431,3 +431,28 @@ def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store,
     hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}
     assert all(len(batch) == 1 and batch[0] in hop_queries for batch in calls), calls
     assert endpoints(record) == {"Clint Ranger", "Ada Helm"}
+
+
+@pytest.fixture(scope="module")
+def sourced_songs(tmp_path_factory):
+    """A graph whose triples name their source passages, among passages the graph does not reach."""
+    from conftest import build_sourced
+
+    root = build_sourced(tmp_path_factory.mktemp("sourced_songs"), {
+        "Quiet Harbour": "Quiet Harbour is a song recorded by Lena Voss in 1998.",
+        "Lena Voss": "Lena Voss grew up in Ostrava, where she was born.",
+        "Marek Dal": "Marek Dal was born in Brno.",
+        "Song performers": "The performer of a song is the singer who recorded the song."}, reach=True)
+    with Project.open(root) as project:
+        yield project, GraphStore(project)
+
+
+def test_with_passages_the_paths_come_with_their_source_passages(sourced_songs):
+    project, graph = sourced_songs
+    question = Query("s1", "who performed [Quiet Harbour]")
+    record = DotRAG(RunContext(project, project.config, graph, "retrieve")).retrieve(question)
+    assert ["Quiet Harbour", "Lena Voss"] in [p["entities"] for p in record.paths]
+    assert record.passages[0] == "Quiet Harbour" and "in 1998" in record.context  # the answer's passage, packed
+    assert record.passages.index("Lena Voss") < record.passages.index("Marek Dal")  # reached by the walk
+    bare = DotRAG(RunContext(project, load_config(project.root, {"dotrag.passages": 0}), graph, "retrieve"))
+    assert bare.retrieve(question).passages == [] and "1998" not in bare.retrieve(question).context

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kgr.config import load_config
@@ -51,3 +53,31 @@ def test_a_mention_matches_exactly_loosely_above_the_floor_or_not_at_all(metaqa_
         assert absent.warning.startswith("mention 'Zebra Motors' matches no entity: no name is spelled so, and the"
                                          f" nearest, {absent.nearest!r}, is at cosine")
         assert store.match_mention("Ulrich Muhe", 1.01).eids == ()  # above any cosine: only exact names match
+
+
+@pytest.fixture(scope="module")
+def harbours(tmp_path_factory):
+    """A graph whose passages all mention "harbour" while one names "Kelda Sound"."""
+    import json
+
+    from kgr.ingest.stage import IngestOptions, run_ingest
+
+    root = tmp_path_factory.mktemp("harbours")
+    (root / "triples.jsonl").write_text(json.dumps({"subject": "Kelda Sound", "relation": "is a", "object": "harbour"})
+                                        + "\n", encoding="utf-8")
+    texts = {f"Port {n}": f"Port {n} is a harbour on the {side} coast." for n, side in
+             zip("ABCDEFG", ["north", "south", "east", "west", "north", "south", "east"])}
+    texts["Kelda Sound"] = "Kelda Sound is a harbour in the far west, sheltered by cliffs."
+    (root / "corpus.json").write_text(json.dumps([{"title": t, "text": x} for t, x in texts.items()]),
+                                      encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([root / "triples.jsonl"], passages=[root / "corpus.json"]))
+    with Project.open(root / "project") as project:
+        yield GraphStore(project)
+
+
+def test_a_name_in_every_passage_is_less_specific_than_one_in_a_single_passage(harbours):
+    assert harbours.specificity("harbour") == pytest.approx(0.0)  # in all 8 passages: log(9/9)
+    assert harbours.specificity("KELDA  sound") == pytest.approx(math.log(9 / 2) / math.log(9))
+    assert harbours.specificity("Sound Kelda") == pytest.approx(1.0)  # whole words in order, not a bag of words
+    assert harbours.specificity("Port") > harbours.specificity("harbour")  # 7 of 8

@@ -39,8 +39,8 @@ from kgr.methods.csrag_plan import (
 from kgr.methods.records import RetrievalRecord
 
 __all__ = [
-    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "orient", "plan_question", "propagate",
-    "softmax", "sufficient",
+    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "fuse_passages", "n_eff", "orient", "plan_question",
+    "propagate", "softmax", "sufficient",
 ]
 
 
@@ -214,6 +214,16 @@ def propagate(
         if state.status == "pending":
             state.status, state.reason = "blocked", "its variables were never bound"
     return states, bindings
+
+
+def fuse_passages(dense: np.ndarray, evidence: Mapping[int, float], first: int, top: int,
+                  weight: float) -> tuple[list[int], dict[int, tuple[float, float]]]:
+    """The `top` passages by dense score + `weight` x graph evidence among the dense `first` and every passage
+    with evidence, best first; also {pid: (dense, fused)} of those."""
+    pool = list(dict.fromkeys([*top_k(dense, first).tolist(), *evidence]))
+    fused = np.array([dense[p] + weight * evidence.get(p, 0.0) for p in pool])
+    order = [pool[j] for j in top_k(fused, top).tolist()]
+    return order, {p: (float(dense[p]), float(dense[p] + weight * evidence.get(p, 0.0))) for p in order}
 
 
 # -- the method ------------------------------------------------------------------------------------------------
@@ -414,7 +424,7 @@ class CSRAG:
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
         # evidence the ranking is the dense one, and passages the graph points to move up.
-        evidence = self.passage_evidence(states, bindings, anchor_ids, recover) if has_passages else {}
+        evidence = self.passage_evidence(states, bindings, anchors, recover) if has_passages else {}
         passage_ids, passage_scores = self.rank_passages(plain, evidence) if has_passages else ([], {})
         watch.lap("passages")
 
@@ -488,13 +498,16 @@ class CSRAG:
         )
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
-                         anchor_ids: set[int], recover: Callable[[int, dict[str, list[int]]], list]) -> dict[int, float]:
+                         anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]
+                         ) -> dict[int, float]:
         """Graph evidence per passage in [0, 1]: the provenance of resolved constraints' kept triples (the paper's
         textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
-        entities (an entity found in many passages says little about each: weight 1/sqrt(count)), and the recovered
-        passages of unresolved constraints."""
+        entities (an entity found in many passages says little about each: weight 1/sqrt(count)), the recovered
+        passages of unresolved constraints, each scaled by the specificity of the mention its chain starts from; and
+        the passages a walk from the anchors reaches (`PlanIndex.passage_walk`), by their share of its mass."""
         store, settings = self.store, self.settings
         evidence: dict[int, float] = {}
+        weights = self.term_weights(states, anchors)
 
         def add(pids, weight: float) -> None:
             for p in pids:
@@ -506,19 +519,43 @@ class CSRAG:
             if extracted:
                 add(extracted, weight / math.sqrt(len(extracted)))
 
-        for e in anchor_ids:
-            add_entity(e, settings.anchor_evidence)
-        for eids in bindings.values():
+        for mention, eids in anchors.items():
             for e in eids:
-                add_entity(e, settings.binding_evidence / math.sqrt(len(eids)))
+                add_entity(e, settings.anchor_evidence * weights[mention])
+        for variable, eids in bindings.items():
+            for e in eids:
+                add_entity(e, settings.binding_evidence * weights.get(variable, 1.0) / math.sqrt(len(eids)))
         for state in states:
+            weight = weights.get(state.source, 1.0) if state.source is not None else 1.0
             if state.status == "resolved":
                 for cand in state.pool:
                     if cand.far in state.bound:
-                        add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence)
+                        add(store.relationship_passages.get(cand.rid, []), settings.triple_evidence * weight)
             else:
-                add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence)
+                add((p for p, _ in recover(state.index, dict(bindings))), settings.recovered_evidence * weight)
+        seeds: dict[int, float] = {}
+        for mention, eids in anchors.items():
+            for e in eids:
+                seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
+        for p, value in self.index.walk_evidence(seeds, settings.walk_damping, settings.walk_evidence).items():
+            evidence[p] = evidence.get(p, 0.0) + value
         return {p: min(1.0, value) for p, value in evidence.items()}
+
+    def term_weights(self, states: Sequence[ConstraintState], anchors: Mapping[str, list[int]]) -> dict[str, float]:
+        """Each mention's specificity in the graph (`GraphStore.specificity` ** `csrag.specificity`), and each
+        bound variable's: the largest of the terms its binding constraints were retrieved from."""
+        power = self.settings.specificity
+        weights = {m: self.store.specificity(m) ** power if power > 0 else 1.0 for m in anchors}
+        for _ in range(len(states)):  # a chain of n constraints settles in at most n rounds
+            changed = False
+            for state in states:
+                if state.bound and state.target is not None and state.source in weights:
+                    value = weights[state.source]
+                    if value > weights.get(state.target, -1.0):
+                        weights[state.target], changed = value, True
+            if not changed:
+                break
+        return weights
 
     def rank_passages(self, question: str, evidence: Mapping[int, float]) -> tuple[list[int], dict[int, tuple]]:
         """The top `passages_top` passages by dense question-passage cosine + `evidence_weight` x graph evidence,
@@ -526,12 +563,8 @@ class CSRAG:
         store, settings = self.store, self.settings
         if self._question_vector is None or self._question_vector[0] != question:
             self._question_vector = (question, store.encoder.encode_query(question).astype(np.float32, copy=False))
-        dense = store.passage_vectors @ self._question_vector[1]
-        pool = list(dict.fromkeys([*top_k(dense, settings.passages_first).tolist(), *evidence]))
-        fused = np.array([dense[p] + settings.evidence_weight * evidence.get(p, 0.0) for p in pool])
-        order = [pool[j] for j in top_k(fused, settings.passages_top).tolist()]
-        return order, {p: (float(dense[p]), float(dense[p] + settings.evidence_weight * evidence.get(p, 0.0)))
-                       for p in order}
+        return fuse_passages(store.passage_vectors @ self._question_vector[1], evidence, settings.passages_first,
+                             settings.passages_top, settings.evidence_weight)
 
     def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]]) -> list[int]:
         """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order.

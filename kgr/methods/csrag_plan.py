@@ -65,6 +65,8 @@ SYNONYM = 0.8  # a question word this close to a label names it as if it were th
 FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the other's edges lead on along it
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
+WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
+WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
 _CHUNK = re.compile(r"\S+")
@@ -226,6 +228,7 @@ class PlanIndex:
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
         self._follows_rows = None
         self._titles: dict[str, list[int]] | None = None
+        self._walk = None
         self._lock = threading.Lock()
 
     @property
@@ -281,6 +284,51 @@ class PlanIndex:
                         titles.setdefault(key, []).append(pid)
                 self._titles = titles
         return self._titles
+
+    @property
+    def walk_matrix(self):
+        """Column-stochastic transitions over the entities, then the passages: relationships (either way) and each
+        entity's links to its passages (provenance and titles), every edge alike; built once per store."""
+        with self._lock:
+            if self._walk is None:
+                from scipy.sparse import coo_matrix, diags
+
+                store = self.store
+                n, size = store.num_entities, store.num_entities + len(store.passages)
+                pairs = [(store.src.astype(np.int64), store.dst.astype(np.int64))]
+                for links in (store.entity_source_passages, store.entity_passages):
+                    pairs.append((np.array([e for e, pids in links.items() for _ in pids], dtype=np.int64),
+                                  np.array([p for pids in links.values() for p in pids], dtype=np.int64) + n))
+                ends = np.concatenate([np.concatenate([a, b]) for a, b in pairs])
+                starts = np.concatenate([np.concatenate([b, a]) for a, b in pairs])
+                adjacency = coo_matrix((np.ones(ends.size), (ends, starts)), shape=(size, size)).tocsr()
+                adjacency.data[:] = 1.0  # a pair linked twice (two triples, a title and a provenance) is one edge
+                degree = np.asarray(adjacency.sum(axis=0)).ravel()
+                self._walk = (adjacency @ diags(1.0 / np.maximum(degree, 1.0))).tocsr()
+        return self._walk
+
+    def passage_walk(self, seeds: dict[int, float], damping: float, iterations: int = WALK_ITERATIONS) -> np.ndarray:
+        """Each passage's personalized PageRank mass for a walk that goes on with probability `damping` and else
+        restarts at `seeds` (entity -> weight), as HippoRAG ranks passages; zeros when no seed has weight."""
+        walk = self.walk_matrix
+        restart = np.zeros(walk.shape[0])
+        for e, weight in seeds.items():
+            restart[e] += weight
+        if restart.sum() <= 0:
+            return np.zeros(len(self.store.passages))
+        restart /= restart.sum()
+        mass = restart.copy()
+        for _ in range(iterations):
+            mass = (1 - damping) * restart + damping * (walk @ mass)
+        return mass[self.store.num_entities:]
+
+    def walk_evidence(self, seeds: dict[int, float], damping: float, weight: float) -> dict[int, float]:
+        """`weight` x each passage's share of the walk from `seeds` (its mass / the top passage's); {} at weight 0."""
+        mass = self.passage_walk(seeds, damping) if weight > 0 else np.zeros(0)
+        if not mass.size or mass.max() <= 0:
+            return {}
+        mass /= mass.max()
+        return {p: weight * float(mass[p]) for p in np.flatnonzero(mass > WALK_FLOOR).tolist()}
 
     def passages_about(self, eids) -> list[int]:
         """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""

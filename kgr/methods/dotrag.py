@@ -298,8 +298,10 @@ class DotRAG:
         paths, shared = self._conjoin(query, list(unique.values()))
         if shared is not None:
             trace["conjunction"] = sorted(self.store.names[e] for e in shared)
+        passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
+        watch.lap("passages")
         packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
-                            endpoints=[p.eids for p in paths])
+                            endpoints=[p.eids for p in paths], passages=passages)
         watch.lap("pack")
         anchors = {p["anchor"] for p in plan["pairs"]}
         names = self.store.names
@@ -315,11 +317,32 @@ class DotRAG:
             entities=[names[e] for e in packed.eids if e not in anchors],
             paths=[self._describe(p) for p in kept_paths],
             context=packed.context, context_tokens=packed.tokens,
+            passages=[self.store.passages[p][0] for p in packed.pids] if self.store.passages else None,
             latency_ms=round(watch.total_ms - watch.steps["plan"] + plan["latency_ms"], 3),
             timings_ms={**{f"plan.{k}": v for k, v in plan.get("timings_ms", {}).items()},
                         **{k: v for k, v in watch.steps.items() if k != "plan"}},
             trace=trace, **self.context.usage(query.id),
         )
+
+    def _passages(self, query: Query, plan: dict[str, Any], paths: list[Path], trace: dict) -> list[int]:
+        """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
+        them: the provenance of the paths' relationships, and a walk from the anchors weighted by their names'
+        specificity (`csrag.specificity`, `csrag.walk_*`, `csrag.evidence_weight`)."""
+        from kgr.methods.csrag import fuse_passages
+        from kgr.methods.csrag_plan import plan_index
+
+        store, csrag = self.store, self.context.config.csrag
+        seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
+        evidence = plan_index(store).walk_evidence(seeds, csrag.walk_damping, csrag.walk_evidence)
+        for path in paths:
+            for rid in path.rids:
+                for p in store.relationship_passages.get(rid, []):
+                    evidence[p] = evidence.get(p, 0.0) + csrag.triple_evidence
+        order, _ = fuse_passages(store.passage_vectors @ self._embed(query.plain), {p: min(1.0, v) for p, v in
+                                 evidence.items()}, self.settings.passages, self.settings.passages,
+                                 csrag.evidence_weight)
+        trace["passages"] = [store.passages[p][0] for p in order]
+        return order
 
     def _search(self, query: Query, pair: Pair, trace: dict) -> tuple[list[Path], list[HopSummary], list[int]]:
         """Walk from the anchor hop by hop; return the paths at the preferred depths, the walk and those depths."""
