@@ -429,7 +429,7 @@ def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store,
     calls.clear()
     record = method.retrieve(Query("q", TWO_HOP))
     hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}
-    assert all(len(batch) == 1 and batch[0] in hop_queries for batch in calls), calls
+    assert all(set(batch) <= hop_queries for batch in calls), calls  # a hop's queries (the pairs' first) in one batch
     assert endpoints(record) == {"Clint Ranger", "Ada Helm"}
 
 

@@ -284,6 +284,7 @@ class DotRAG:
         watch.lap("plan")
         trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
+        self._embed_all([pair["query"] for pair in plan["pairs"]])
         for priority, pair in enumerate(plan["pairs"]):
             paths, walk, preferred = self._search(query, Pair(**pair), trace)
             trace["trajectories"].append({"anchor": self.store.names[pair["anchor"]], "type": pair["type"],
@@ -358,6 +359,7 @@ class DotRAG:
         also_depths: list[int] = []  # depths a near-tied Stop would have kept
         for depth in range(1, settings.max_hops + 1):
             picked = []
+            self._embed_all([hop_query for _, hop_query, _ in branches])
             for type_name, hop_query, edges in branches:
                 if edges is None:
                     edges = self._candidates(anchor, depth, reach.type_id(type_name), frontier)
@@ -499,8 +501,16 @@ class DotRAG:
 
     def _embed(self, text: str) -> np.ndarray:
         if text not in self._query_vectors:
-            self._remember_query(text, self.store.encoder.encode_query(text))
+            self._embed_all([text])
         return self._query_vectors[text]
+
+    def _embed_all(self, texts: list[str]) -> None:
+        """Encode the texts not cached yet in one batch (the hop queries a walk is about to search: one pass each
+        would cost an encoder pass per trajectory)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._query_vectors]
+        if missing:
+            for text, vector in zip(missing, self.store.encoder.encode(missing)):
+                self._remember_query(text, vector)
 
     def _describe(self, path: Path) -> dict[str, Any]:
         names = self.store.names
