@@ -6,8 +6,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from typing import Any, Callable
 
 import numpy as np
 
@@ -101,20 +101,6 @@ def make_policy(context: RunContext, store: GraphStore) -> Policy:
     return LLMPolicy(context.client, offline, overview)
 
 
-class _QuestionVector:
-    """The question's embedding, encoded on first use: a question that names its entities needs none for the offline
-    policy (hops search with the policy's step queries), which saves the one encoder pass VSS cannot avoid."""
-
-    def __init__(self, method: DotRAG, query: Query):
-        self._method, self._query = method, query
-        self._vector = None
-
-    def __call__(self) -> np.ndarray:
-        if self._vector is None:
-            self._vector = self._method._embed(self._query.plain)
-        return self._vector
-
-
 @dataclass
 class Path:
     """Relationships from an anchor outward; `eids` has one more entry than `rids`."""
@@ -171,7 +157,9 @@ class DotRAG:
         watch = Stopwatch()
         settings, store = self.settings, self.store
         question = query.text
-        qv = _QuestionVector(self, query)
+        # the question's vector, encoded on first use: under the offline policy a question that names its entities
+        # needs none (the hops search with the policy's step queries), saving the encoder pass VSS cannot avoid
+        qv = partial(self._embed, query.plain)
         anchors, unmatched, warnings = self._anchors(query, qv)
         options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
         if len(options) > 1 and self.policy.reads_similarity(options):
@@ -218,7 +206,7 @@ class DotRAG:
             "latency_ms": watch.total_ms,
         }
 
-    def _anchors(self, query: Query, qv: _QuestionVector) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
+    def _anchors(self, query: Query, qv: Callable[[], np.ndarray]) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
         """(anchors, unmatched mentions, warnings): the entities the bracketed mentions name (exactly, or loosely at
         `anchors.min_similarity`), else seed names found in the question, else the top seeds.
 
@@ -255,7 +243,7 @@ class DotRAG:
                             f" < anchors.min_similarity {floor:g})")
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
 
-    def _trajectories(self, anchor: int, qv: _QuestionVector) -> list[TrajectoryOption]:
+    def _trajectories(self, anchor: int, qv: Callable[[], np.ndarray]) -> list[TrajectoryOption]:
         """First-hop types from the anchor, with the relations leading there and (for a policy that reads them) the
         previews most like the question."""
         options = []
