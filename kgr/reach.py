@@ -62,7 +62,7 @@ class ReachStats:
         return asdict(self)
 
 
-def _gather(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def csr_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the CSR entries of `rows` concatenated in row order, and each row's length."""
     starts = indptr[rows]
     lens = indptr[rows + 1] - starts
@@ -136,7 +136,7 @@ def _hop1_counts(
     # Distinct (u, v) pairs: parallel edges must count a neighbour once; a self-loop is not a hop.
     pair = np.unique(owner[~loop] * n + nbr[~loop])
     u, v = pair // n, pair % n
-    idx, lens = _gather(type_indptr, v)
+    idx, lens = csr_entries(type_indptr, v)
     key, count = np.unique(np.repeat(u, lens) * num_types + type_ids[idx], return_counts=True)
     out_indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(key // num_types, minlength=n), out=out_indptr[1:])
@@ -296,7 +296,7 @@ class ReachMap:
         anchor = self._anchor(e)
         counts = anchor.counts.get(hop)
         if counts is None:
-            idx, _ = _gather(self._type_indptr, self._layer(anchor, hop))
+            idx, _ = csr_entries(self._type_indptr, self._layer(anchor, hop))
             tally = np.bincount(self._type_ids[idx], minlength=len(self.type_names))
             nonzero = np.flatnonzero(tally)
             counts = anchor.counts[hop] = dict(zip(nonzero.tolist(), tally[nonzero].tolist()))
@@ -309,7 +309,7 @@ class ReachMap:
         found = anchor.members.get((hop, t))
         if found is None:
             layer = self._layer(anchor, hop)
-            idx, lens = _gather(self._type_indptr, layer)
+            idx, lens = csr_entries(self._type_indptr, layer)
             # Types are distinct per entity and the layer is sorted, so the hits come out sorted and unique.
             found = np.repeat(layer, lens)[self._type_ids[idx] == t]
             found.flags.writeable = False
@@ -342,7 +342,7 @@ class ReachMap:
         front = self._frontier(frontier)
         if front.size == 0 or targets.size == 0:
             return _EMPTY.copy(), _EMPTY.copy(), _EMPTY.copy()
-        idx, lens = _gather(self._indptr, front)
+        idx, lens = csr_entries(self._indptr, front)
         far = self._nbr[idx]
         hit = self._isin_sorted(far, [targets])
         return self._rid[idx[hit]], np.repeat(front, lens)[hit], far[hit]
@@ -358,11 +358,11 @@ class ReachMap:
             return {}
         anchor = self._anchor(e)
         layers = [self._layer(anchor, h) for h in (range(1, hop + 1) if within else (hop,))]
-        idx, lens = _gather(self._indptr, front)
+        idx, lens = csr_entries(self._indptr, front)
         far = self._nbr[idx]
         hit = self._isin_sorted(far, layers)
         idx, near, far = idx[hit], np.repeat(front, lens)[hit], far[hit]
-        type_idx, type_lens = _gather(self._type_indptr, far)
+        type_idx, type_lens = csr_entries(self._type_indptr, far)
         types = self._type_ids[type_idx]
         # one row per (edge, type of its far end); a stable sort by type keeps each type's edges in (near, rid) order
         edge = np.repeat(np.arange(far.size), type_lens)
@@ -484,7 +484,7 @@ class ReachMap:
             lo, hi = self._indptr[cur[0]], self._indptr[cur[0] + 1]
             cand = self._nbr[lo:hi]
         else:
-            cand = self._nbr[_gather(self._indptr, cur)[0]]
+            cand = self._nbr[csr_entries(self._indptr, cur)[0]]
         cand = cand[mark[cand] == 0]
         if cand.size > self._dense_cutoff:
             mark[cand] = 2

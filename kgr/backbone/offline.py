@@ -121,7 +121,6 @@ class OfflinePolicy:
         self._facts: dict[tuple[Chain, tuple[str, ...]], tuple[tuple[int, ...], list[bool], float]] = {}
         self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
         self._step_list: list[tuple[str, str]] = []
-        self._steps_by_relation: dict[str, list[int]] = {}
         self._step_relation: list[int] = []  # per step id, its relation's number
         self._step_type: list[int] = []  # per step id, its target type's number
         self._relation_numbers: dict[str, int] = {}
@@ -227,7 +226,7 @@ class OfflinePolicy:
         """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
         of short words costs about one short text; padded beside the question each would cost as much as it)."""
         words = {w for name in anchor_names for w, _ in question_words(question, name)}
-        self._vector(sorted(words - SHARING_CUES - {"co"}))
+        self._encode_missing(sorted(words - SHARING_CUES - {"co"}))
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], tuple, float]]:
@@ -285,7 +284,6 @@ class OfflinePolicy:
         if found is None:
             found = self._step_ids[step] = len(self._step_list)
             self._step_list.append(step)
-            self._steps_by_relation.setdefault(step[0], []).append(found)
             self._step_relation.append(self._relation_numbers.setdefault(step[0], len(self._relation_numbers)))
             self._step_type.append(self._type_number(step[1]))
         return found
@@ -296,10 +294,6 @@ class OfflinePolicy:
             found = self._type_numbers[type_name] = len(self._type_names)
             self._type_names.append(type_name)
         return found
-
-    def _steps_leaving_by(self, relation: str) -> list[int]:
-        """The ids of the known steps along `relation`."""
-        return self._steps_by_relation.get(relation, [])
 
     def _relations(self, option: TrajectoryOption, from_types: list[str],
                    affinity: Callable[[str], float]) -> list[str]:
@@ -422,11 +416,15 @@ class OfflinePolicy:
         vectors = self._vector([t or " " for t in texts])
         return np.where(np.array([bool(t) for t in texts])[:, None], vectors, 0.0)
 
-    def _vector(self, texts: Sequence[str]) -> np.ndarray:
+    def _encode_missing(self, texts: Sequence[str]) -> None:
+        """Encode, in one batch, the texts that have no vector yet."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
         if missing:
             for text, vector in zip(missing, self._embed(missing)):
                 self._vectors[text] = vector
+
+    def _vector(self, texts: Sequence[str]) -> np.ndarray:
+        self._encode_missing(texts)
         return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
     def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
@@ -507,14 +505,14 @@ class OfflinePolicy:
                 returning = np.array([rows[i][1] for i in members]).T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
-                first_relations = step_ids[length][:, 0]
+                first_relations = np.array(self._step_relation)[step_ids[length][:, 0]]  # relation numbers
                 if role_relation is not None:  # "the director [X]": X's directing is the way out
-                    leaves_by_role = np.isin(first_relations, self._steps_leaving_by(role_relation))
+                    leaves_by_role = first_relations == self._relation_numbers.get(role_relation, -1)
                     supported[0] |= leaves_by_role
                     total += settings.role_bonus * leaves_by_role
                 total -= settings.unsupported * (~supported).any(axis=0)
                 if agent_relation is not None:  # "the films acted by [X]": X's acting is the way out
-                    total -= settings.agent_cost * ~np.isin(first_relations, self._steps_leaving_by(agent_relation))
+                    total -= settings.agent_cost * (first_relations != self._relation_numbers.get(agent_relation, -1))
                 if length > 1:
                     # only words one step clearly explains best say where that step sits in the sentence
                     top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kgr.graph import normalize_name, relation_words
+from kgr.reach import csr_entries
 from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
@@ -493,21 +494,16 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
     going = np.zeros(sims.shape)
     if hop < MAX_HOPS and labels.size:
         # over the (label, follower) pairs only: a dense labels x labels pass costs ~0.2 s on open vocabularies
-        rows, cols = follows[labels].nonzero() if not hasattr(follows, "indptr") else _pairs(follows, labels)
+        if hasattr(follows, "indptr"):  # CSR: (row in `labels`, follower label) of each nonzero of those rows
+            entries, counts = csr_entries(follows.indptr, labels)
+            rows, cols = np.repeat(np.arange(labels.size), counts), follows.indices[entries]
+        else:
+            rows, cols = follows[labels].nonzero()
         onward = (cols != labels[rows]) & ((word_of[labels][rows] != word_of[cols]) | (word_of[cols] < 0))
         best = np.full(labels.size, -np.inf)
         np.maximum.at(best, rows[onward], everywhere[cols[onward]])
         going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
     return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
-
-
-def _pairs(follows, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row in `labels`, follower label) of every nonzero of the CSR matrix `follows` in the rows `labels`."""
-    starts, ends = follows.indptr[labels], follows.indptr[labels + 1]
-    counts = ends - starts
-    rows = np.repeat(np.arange(labels.size), counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rows, follows.indices[np.repeat(starts, counts) + offsets]
 
 
 def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:

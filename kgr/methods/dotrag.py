@@ -17,6 +17,7 @@ from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_grou
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
 from kgr.graph import normalize_name
+from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
 
@@ -26,11 +27,11 @@ def step_counts(store: GraphStore) -> Counter:
     counts = np.diff(indptr)
     # every (edge, source type, target type) combination
     src_rep = np.repeat(np.arange(len(store.src)), counts[store.src])
-    src_types = type_ids[_csr_positions(indptr, store.src)]
+    src_types = type_ids[csr_entries(indptr, store.src)[0]]
     dst_counts = counts[store.dst[src_rep]]
     edge = np.repeat(src_rep, dst_counts)
     ta = np.repeat(src_types, dst_counts)
-    tb = type_ids[_csr_positions(indptr, store.dst[src_rep])]
+    tb = type_ids[csr_entries(indptr, store.dst[src_rep])[0]]
     relation = store.relation_ids[edge]
     tally: Counter = Counter()
     for a, r, b, n in _unique_counts(ta, relation, tb):
@@ -71,12 +72,6 @@ def step_priors(tally: Counter) -> dict[tuple[str, str, str], float]:
         by_target[(a, b)] = max(by_target[(a, b)], n)
     return {(a, r, b): math.log(n / by_relation[(a, r)]) + math.log(n / by_target[(a, b)])
             for (a, r, b), n in tally.items()}
-
-
-def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    starts, lengths = indptr[rows], indptr[rows + 1] - indptr[rows]
-    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(starts, lengths) + offsets
 
 
 def _unique_counts(*columns: np.ndarray):
@@ -482,11 +477,6 @@ class DotRAG:
             option_edges.append((rids, near, far))
         return options, option_edges
 
-    def _remember_query(self, text: str, vector: np.ndarray) -> None:
-        if len(self._query_vectors) > 4096:
-            self._query_vectors.clear()
-        self._query_vectors[text] = vector
-
     def _embed(self, text: str) -> np.ndarray:
         if text not in self._query_vectors:
             self._embed_all([text])
@@ -497,8 +487,9 @@ class DotRAG:
         would cost an encoder pass per trajectory)."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._query_vectors]
         if missing:
-            for text, vector in zip(missing, self.store.encoder.encode(missing)):
-                self._remember_query(text, vector)
+            if len(self._query_vectors) + len(missing) > 4096:  # an open vocabulary brings new hop queries forever
+                self._query_vectors.clear()
+            self._query_vectors.update(zip(missing, self.store.encoder.encode(missing)))
 
     def _describe(self, path: Path) -> dict[str, Any]:
         names = self.store.names
