@@ -21,7 +21,7 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext, top_k_per_group
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag import DotRAG, step_counts, step_priors, type_schema
+from kgr.methods.dotrag import DotRAG, mark_names, step_counts, step_priors, type_schema
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -112,6 +112,20 @@ def test_anchor_from_the_mention_or_the_name(dotrag, text):
     assert [a["name"] for a in named] == ["Wendy Scribe"] and named[0]["rank"] == 0
     assert named[0]["types"] == ["writer"]
     assert {p["anchor"] for p in plan["pairs"]} == {named[0]["eid"]}
+
+
+@pytest.mark.parametrize("text, names, marked", [
+    ("Who lived longer, ada helm or Boris Vane?", ["Ada Helm", "Boris Vane"],
+     "Who lived longer, [Ada Helm] or [Boris Vane]?"),
+    ("Where did the composer of The Queen Of Spades (Prokofiev) study?", ["The Queen of Spades (Prokofiev)"],
+     "Where did the composer of [The Queen of Spades (Prokofiev)] study?"),
+    ("Who is Tlilpotoncatzin's uncle?", ["Tlilpotoncatzin"], "Who is [Tlilpotoncatzin]'s uncle?"),
+    ("films of Red Gap and Raiders of Red Gap", ["Red Gap", "Raiders of Red Gap"],  # the longer name first
+     "films of [Red Gap] and [Raiders of Red Gap]"),
+    ("the Gapping of Redgap", ["Red Gap", "Gap"], "the Gapping of Redgap"),  # whole words only
+])
+def test_mark_names_brackets_the_first_whole_word_occurrence(text, names, marked):
+    assert mark_names(text, names) == marked
 
 
 def test_record_anchors_are_the_searched_ones(dotrag):
@@ -426,6 +440,11 @@ def test_a_question_costs_at_most_one_encoder_pass_before_its_hop_queries(store,
     calls.clear()
     method.plan(Query("q3", "who directed the movies written by Wendy Scribe in Lisbon"))
     assert calls == [["who directed the movies written by Wendy Scribe in Lisbon"], ["lisbon"]]
+    calls.clear()
+    plan = method.plan(Query("q4", "which movies were written by Wendy Scribe and Otto Penn"))
+    # both names anchor; neither name's words are the way to the answer, so neither is encoded as a word
+    assert plan["question"] == "which movies were written by [Wendy Scribe] and [Otto Penn]"
+    assert calls == [["which movies were written by Wendy Scribe and Otto Penn"]]
     calls.clear()
     record = method.retrieve(Query("q", TWO_HOP))
     hop_queries = {h["query"] for t in record.trace["trajectories"] for h in t["hops"]}

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, partial
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -121,12 +121,33 @@ class Pair:
     previews: list[str] = field(default_factory=list)
 
 
+def mark_names(text: str, names: Sequence[str]) -> str:
+    """`text` with the first occurrence of each of `names` (whole words, any case, any punctuation between its words)
+    replaced by the name in brackets, as a mention; a longer name wins over one it overlaps."""
+    spans: list[tuple[int, int, str]] = []
+    for name in sorted(names, key=len, reverse=True):
+        words = re.findall(r"[0-9A-Za-z]+", name)
+        if not words or "[" in name or "]" in name:
+            continue
+        lead, trail = re.match(r"[^0-9A-Za-z]*", name).group(0), re.search(r"[^0-9A-Za-z]*$", name).group(0)
+        pattern = rf"(?<![0-9A-Za-z])(?:{re.escape(lead)})?" + r"[^0-9A-Za-z]+".join(map(re.escape, words)) + \
+            rf"(?:{re.escape(trail)})?(?![0-9A-Za-z])"
+        found = re.search(pattern, text, flags=re.IGNORECASE)
+        if found and all(found.end() <= s or found.start() >= e for s, e, _ in spans):
+            spans.append((*found.span(), name))
+    for start, end, name in sorted(spans, reverse=True):
+        text = f"{text[:start]}[{name}]{text[end:]}"
+    return text
+
+
 class DotRAG:
     """LLM-guided relational path retrieval, with the offline, random or an LLM policy making decisions."""
 
     name = "dotrag"
     needs_reach = True
-    plan_version = 2  # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
+    # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
+    # 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
+    plan_version = 3
 
     def __init__(self, context: RunContext):
         self.context = context
@@ -151,11 +172,14 @@ class DotRAG:
         """Trajectory discovery and ranking: anchors, first-hop types with previews, and the kept pairs."""
         watch = Stopwatch()
         settings, store = self.settings, self.store
-        question = query.text
         # the question's vector, encoded on first use: under the offline policy a question that names its entities
         # needs none (the hops search with the policy's step queries), saving the encoder pass VSS cannot avoid
         qv = partial(self._embed, query.plain)
         anchors, unmatched, warnings = self._anchors(query, qv)
+        # the policy reads the names it anchors as mentions, bracketed or found: their words name entities, not the
+        # way to the answer
+        question = query.text if query.mentions else mark_names(query.text, [store.names[e] for e, named in anchors
+                                                                             if named])
         options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
         if len(options) > 1 and self.policy.reads_similarity(options):
             similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv()
@@ -189,6 +213,7 @@ class DotRAG:
         watch.lap("rank_trajectories")
         kept = max(settings.trajectories, hedged)
         return {
+            "question": question,
             "anchors": [{"eid": e, "name": o.name, "types": o.types, "named": o.named,
                          "similarity": None if o.similarity is None else round(o.similarity, 4),
                          "rank": anchor_order.index(i)}
@@ -269,7 +294,7 @@ class DotRAG:
         ranked: list[tuple[tuple, Path]] = []
         self._embed_all([pair["query"] for pair in plan["pairs"]])
         for priority, pair in enumerate(plan["pairs"]):
-            paths, walk, preferred = self._search(query, Pair(**pair), trace)
+            paths, walk, preferred = self._search(query, plan["question"], Pair(**pair), trace)
             trace["trajectories"].append({"anchor": self.store.names[pair["anchor"]], "type": pair["type"],
                                           "hops": [asdict(h) for h in walk], "preferred_depths": preferred})
             for path in paths:
@@ -328,8 +353,9 @@ class DotRAG:
         trace["passages"] = [store.passages[p][0] for p in order]
         return order
 
-    def _search(self, query: Query, pair: Pair, trace: dict) -> tuple[list[Path], list[HopSummary], list[int]]:
-        """Walk from the anchor hop by hop; return the paths at the preferred depths, the walk and those depths."""
+    def _search(self, query: Query, question: str, pair: Pair, trace: dict
+                ) -> tuple[list[Path], list[HopSummary], list[int]]:
+        """Walk from the anchor hop by hop (the policy reviews each hop reading `question`); return the paths at the preferred depths, the walk and those depths."""
         settings, store, reach = self.settings, self.store, self.reach
         anchor = pair.anchor
         anchor_option = AnchorOption(store.names[anchor], store.types_of(anchor), True, 1.0)
@@ -366,7 +392,7 @@ class DotRAG:
                 preferred = [depth]  # the walk went all the way on purpose: its last hop holds the answer
                 break
             options, option_edges = self._next_options(anchor, depth + 1, frontier)
-            step = self.policy.review(query.id, query.text, anchor_option, walk, options, settings.max_hops)
+            step = self.policy.review(query.id, question, anchor_option, walk, options, settings.max_hops)
             if isinstance(step, Continue):
                 branches = [(options[i].type, q, option_edges[i]) for i, q in [(step.option, step.query), *step.also]
                             if 0 <= i < len(options)]
