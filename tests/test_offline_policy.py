@@ -579,13 +579,15 @@ def test_compiled_chains_match_their_step_by_step_definition():
         chains = [tuple((relations[r], types[t]) for r, t in zip(rng.integers(0, 4, n), rng.integers(0, 4, n)))
                   for n in rng.integers(1, 5, 300)]
         chains += [(("acted_in", "movie"), ("acted_in", "person")), (("made_by", "movie"), ("made_by", "year"))]
-        rows = pol._chain_rows(chains, anchor_types)
-        assert pol._chain_rows(chains, anchor_types) == rows  # memoized, and the same
-        for chain, (ids, returning, prior) in zip(chains, rows):
-            assert [pol._step_list[i] for i in ids] == list(chain)
-            want_returning, want_prior = _reference_row(chain, anchor_types, priors)
-            assert returning == want_returning and prior == want_prior, chain
-    assert any(any(r) for _, r, _ in pol._chain_rows(chains, ["person"]))  # the check can see out-and-back steps
+        for length in {len(c) for c in chains}:
+            group = [c for c in chains if len(c) == length]
+            ids, returning, chain_priors = pol._chain_arrays(group, anchor_types)
+            for chain, chain_ids, chain_returning, prior in zip(group, ids.tolist(), returning.tolist(), chain_priors):
+                assert [pol._step_list[i] for i in chain_ids] == list(chain)
+                want_returning, want_prior = _reference_row(chain, anchor_types, priors)
+                assert tuple(chain_returning) == tuple(want_returning) and prior == want_prior, chain
+    pair = [(("acted_in", "movie"), ("acted_in", "person"))]
+    assert pol._chain_arrays(pair, ["person"])[1].all()  # the check can see out-and-back steps
 
 
 def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_mentions():

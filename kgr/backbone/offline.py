@@ -104,10 +104,6 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
     return any(w in SHARING_CUES or w == "co" for w, _ in words)
 
 
-# Chain facts memoized across questions before the memo starts afresh (bounds memory on open vocabularies).
-_FACTS_KEPT = 200_000
-
-
 class OfflinePolicy:
     """Deterministic decisions from embeddings of the question, relation labels and type names."""
 
@@ -118,7 +114,6 @@ class OfflinePolicy:
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
-        self._facts: dict[tuple[Chain, tuple[str, ...]], tuple[tuple[int, ...], list[bool], float]] = {}
         self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
         self._step_list: list[tuple[str, str]] = []
         self._step_relation: list[int] = []  # per step id, its relation's number
@@ -229,25 +224,15 @@ class OfflinePolicy:
         self._encode_missing(sorted(words - SHARING_CUES - {"co"}))
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _chain_rows(self, chains: list[Chain], anchor_types: list[str]) -> list[tuple[tuple[int, ...], tuple, float]]:
-        """Per chain: its steps' ids (into `_step_list`), its out-and-back steps and its prior, memoized: a question
-        scores hundreds of chains, mostly seen before on a schema-sized graph (an open vocabulary brings new ones,
-        which are compiled together by arrays)."""
-        types = tuple(anchor_types)
-        facts = self._facts
-        if len(facts) >= _FACTS_KEPT:  # questions on an open vocabulary each bring new chains
-            facts.clear()
-        rows = [facts.get((chain, types)) for chain in chains]
-        missing = [i for i, row in enumerate(rows) if row is None]
-        by_length: dict[int, list[int]] = {}
-        for i in missing:
-            by_length.setdefault(len(chains[i]), []).append(i)
-        for length, members in by_length.items():
-            ids = np.array([[self._step_id(step) for step in chains[i]] for i in members], dtype=np.int64)
-            returning, priors = self._compile(ids.reshape(len(members), length), types)
-            for i, step_ids, back, prior in zip(members, ids.tolist(), returning.tolist(), priors.tolist()):
-                rows[i] = facts[(chains[i], types)] = (tuple(step_ids), tuple(back), prior)
-        return rows
+    def _chain_arrays(self, chains: list[Chain], anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For chains of one length: their steps' ids (into `_step_list`, chains x steps), which steps are part of an
+        out-and-back pair, and each chain's prior; compiled as arrays (an open vocabulary brings thousands of new
+        chains per question, so memoizing them per chain would cost as much as compiling them)."""
+        step_id = self._step_id
+        ids = np.array([[step_id(step) for step in chain] for chain in chains], dtype=np.int64)
+        returning, priors = self._compile(ids.reshape(len(chains), len(chains[0]) if chains else 0),
+                                          tuple(anchor_types))
+        return ids, returning, priors
 
     def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
@@ -484,28 +469,29 @@ class OfflinePolicy:
                 for i, chain in enumerate(chains):
                     scores[i] = -settings.step_cost * len(chain) if chain else -np.inf
                 return scores
-            rows = self._chain_rows(chains, anchor.types)
             lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
             groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
             if not groups:
                 return scores
-            step_ids = {length: np.array([rows[i][0] for i in members]) for length, members in groups.items()}
+            facts = {length: self._chain_arrays([chains[i] for i in members.tolist()], anchor.types)
+                     for length, members in groups.items()}
             # the distinct steps of these chains, and each chain step's place among them
-            used, inverse = np.unique(np.concatenate([ids.ravel() for ids in step_ids.values()]), return_inverse=True)
+            used, inverse = np.unique(np.concatenate([ids.ravel() for ids, _, _ in facts.values()]), return_inverse=True)
             step_sims = similarities([self._step_list[i] for i in used.tolist()])
             offset = 0
             for length, members in groups.items():
-                index = inverse[offset:offset + step_ids[length].size].reshape(step_ids[length].shape)
-                offset += step_ids[length].size
+                ids, returning, priors = facts[length]
+                index = inverse[offset:offset + ids.size].reshape(ids.shape)
+                offset += ids.size
                 sims = step_sims[:, index]  # words x chains x steps
                 best_step = sims.argmax(axis=2)
                 total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
-                returning = np.array([rows[i][1] for i in members]).T  # steps x chains
+                returning = returning.T  # steps x chains
                 # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
                 supported = (counts > 0) | (returning & sharing)
-                first_relations = np.array(self._step_relation)[step_ids[length][:, 0]]  # relation numbers
+                first_relations = np.array(self._step_relation)[ids[:, 0]]  # relation numbers
                 if role_relation is not None:  # "the director [X]": X's directing is the way out
                     leaves_by_role = first_relations == self._relation_numbers.get(role_relation, -1)
                     supported[0] |= leaves_by_role
@@ -529,7 +515,7 @@ class OfflinePolicy:
                     returns = returning.any(axis=0).astype(float)
                     total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
                 if settings.typicality and self._priors:
-                    total += settings.typicality * np.array([rows[i][2] for i in members])
+                    total += settings.typicality * priors
                 scores[members] = total
             return scores
 
