@@ -59,13 +59,24 @@ class Graph:
         return found
 
 
+_PATH_SEPARATORS = re.compile(r"[/.#:]")
+
+
 def normalize_name(text: str) -> str:
     """Casefolded, whitespace-collapsed form used wherever names are matched (entities, titles, answers)."""
     return " ".join(str(text).split()).casefold()
 
 
 def relation_words(relation: str) -> str:
-    """Turn a relation label such as `directed_by` or `hasGenre` into plain words."""
+    """Turn a relation label such as `directed_by` or `hasGenre` into plain words.
+
+    A label written as a path (`/film/film/directed_by`, `people.person.spouse`, `dbo:birthPlace`, a URI) is named by
+    its last segment: the segments before it are a namespace that many labels share, and words every label has tell
+    no relation from another."""
+    if not any(c.isspace() for c in relation):
+        segments = [s for s in _PATH_SEPARATORS.split(relation) if s]
+        if len(segments) > 1 and any(c.isalpha() for c in segments[-1]):
+            relation = segments[-1]
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", relation)
     return re.sub(r"[_\-./:]+", " ", spaced).strip().lower()
 

@@ -1,0 +1,32 @@
+"""`kgr.graph`: relation labels as words, and name normalization."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgr.graph import default_description, normalize_name, relation_words
+
+
+@pytest.mark.parametrize("label, words", [
+    ("directed_by", "directed by"),
+    ("hasGenre", "has genre"),
+    ("plays_in_club_inverse", "plays in club inverse"),
+    ("was born in", "was born in"),  # an open-vocabulary phrase stays as it is
+    # a path is named by its last segment, whatever namespace comes before it
+    ("/football/player/plays_in_club", "plays in club"),
+    ("people.person.place_of_birth", "place of birth"),
+    ("http://dbpedia.org/ontology/birthPlace", "birth place"),
+    ("dbo:birthPlace", "birth place"),
+    ("born_in.", "born in"),  # one segment: not a path
+    ("v2.0", "v2 0"),  # a last segment without letters names nothing: the whole label is kept
+])
+def test_relation_words(label, words):
+    assert relation_words(label) == words
+
+
+def test_a_path_label_is_described_by_its_own_words():
+    assert default_description("Ada", "/people/person/place_of_birth", "Lyon") == "Ada place of birth Lyon"
+
+
+def test_normalize_name_casefolds_and_collapses_whitespace():
+    assert normalize_name("  Ada   LOVELACE ") == "ada lovelace"
