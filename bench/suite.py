@@ -35,8 +35,11 @@ Outputs in `--out` (default bench/out/suite/): suite.md, suite.json, and <set>/ 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import importlib
 import json
+import pkgutil
 import platform
 import statistics
 import sys
@@ -118,12 +121,24 @@ def prepare_inputs(project: str) -> dict:
     return {}  # metaqa: built outside the suite
 
 
-def code_fingerprint(config: dict) -> str:
-    """A short hash of every kgr source file and the project's settings: records are reused only under the same."""
+@functools.cache
+def source_digest() -> str:
+    """A hash of every kgr source file, taken once, after importing them all: the records of this process are made
+    by the code it imported, even if the files are edited while it runs."""
+    for module in pkgutil.walk_packages([str(ROOT / "kgr")], prefix="kgr."):
+        if not module.name.endswith("__main__"):  # running it would start the CLI
+            importlib.import_module(module.name)
     digest = hashlib.sha1()
     for path in sorted((ROOT / "kgr").rglob("*.py")):
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def code_fingerprint(config: dict) -> str:
+    """A short hash of kgr's source (`source_digest`) and the project's settings: records are reused only under the
+    same."""
+    digest = hashlib.sha1(source_digest().encode())
     digest.update(json.dumps(config, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:10]
 
@@ -277,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown or empty --sets/--methods ({', '.join(unknown) or 'none given'}) or --limit < 1; "
                      f"sets: {', '.join(SET_NAMES)}; methods: {', '.join(METHODS)}")
     apply_threads(args.threads)
+    source_digest()  # before any record is made
 
     from kgr.evaluate.questions import sample
 
