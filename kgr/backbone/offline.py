@@ -104,6 +104,9 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
     return any(w in SHARING_CUES or w == "co" for w, _ in words)
 
 
+_PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
+
+
 class OfflinePolicy:
     """Deterministic decisions from embeddings of the question, relation labels and type names."""
 
@@ -258,8 +261,9 @@ class OfflinePolicy:
                           for s in first_ids.tolist()])
         total = first[first_at]
         for k in range(1, length):  # (type before, step) pairs repeat across chains: look each up once
-            pairs, at = np.unique(np.stack([target[:, k - 1], ids[:, k]], axis=1), axis=0, return_inverse=True)
-            values = np.array([priors.get((self._type_names[a], *step_list[s]), 0.0) for a, s in pairs.tolist()])
+            keys, at = np.unique(target[:, k - 1] * _PAIR_BASE + ids[:, k], return_inverse=True)
+            values = np.array([priors.get((self._type_names[key // _PAIR_BASE], *step_list[key % _PAIR_BASE]), 0.0)
+                               for key in keys.tolist()])
             total = total + values[at.reshape(-1)]
         return returning, total
 
