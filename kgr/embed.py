@@ -24,6 +24,8 @@ CHUNK_ROWS = 8192
 CHECKPOINT_DIR = "vectors-checkpoint"
 # Encoder batches per checkpoint part: with the default batch size a kill loses at most ~1,000 texts (~2 s) of work.
 CHECKPOINT_BATCHES = 4
+# Batches up to this many texts (what a question encodes) skip SentenceTransformer.encode's per-call set-up.
+SMALL_BATCH = 64
 
 
 def resolve_model_path(model: str) -> str:
@@ -72,6 +74,7 @@ class Encoder:
                 self._model = SentenceTransformer(resolve_model_path(self.model_name), device="cpu")
             except Exception as exc:  # sentence-transformers raises many kinds; all mean "cannot load"
                 raise KgrError(f"cannot load embedding model {self.model_name!r}: {str(exc).splitlines()[0]}") from None
+            self._model.eval()  # once: `_forward` relies on it
         return self._model
 
     @property
@@ -82,6 +85,13 @@ class Encoder:
         """Vectors for `texts`, one row each, unit length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) <= min(self.batch_size, SMALL_BATCH):
+            began = time.perf_counter()
+            vectors = self._forward(list(texts))
+            self.encode_seconds += time.perf_counter() - began
+            if progress:
+                progress(len(texts))
+            return vectors
         parts = []
         step = max(self.batch_size * 8, 1)
         for start in range(0, len(texts), step):
@@ -97,6 +107,16 @@ class Encoder:
             if progress:
                 progress(len(batch))
         return np.concatenate(parts)
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        """One batch through the model's own modules, without `SentenceTransformer.encode`'s per-call set-up (device
+        resolution, eval(), length sorting: ~3 ms of a ~20 ms query); the same vectors."""
+        import torch
+
+        model = self.model
+        with torch.inference_mode():
+            embeddings = model(model.preprocess(texts))["sentence_embedding"]
+            return torch.nn.functional.normalize(embeddings, p=2, dim=1).numpy().astype(np.float32, copy=False)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
