@@ -49,6 +49,7 @@ class Encoder:
         self.threads = threads
         self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
+        self._direct = False
 
     @property
     def model(self):
@@ -75,6 +76,7 @@ class Encoder:
             except Exception as exc:  # sentence-transformers raises many kinds; all mean "cannot load"
                 raise KgrError(f"cannot load embedding model {self.model_name!r}: {str(exc).splitlines()[0]}") from None
             self._model.eval()  # once: `_forward` relies on it
+            self._direct = True  # a SentenceTransformer: small batches may skip encode()
         return self._model
 
     @property
@@ -85,7 +87,8 @@ class Encoder:
         """Vectors for `texts`, one row each, unit length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) <= min(self.batch_size, SMALL_BATCH):
+        _ = self.model  # loaded first: `_direct` says whether it is a SentenceTransformer
+        if self._direct and len(texts) <= min(self.batch_size, SMALL_BATCH):
             began = time.perf_counter()
             vectors = self._forward(list(texts))
             self.encode_seconds += time.perf_counter() - began
