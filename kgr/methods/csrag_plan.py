@@ -39,6 +39,7 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 import weakref
@@ -229,6 +230,7 @@ class PlanIndex:
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
         self._follows_rows = None
         self._titles: dict[str, list[int]] | None = None
+        self._sorted_names: list[str] | None = None
         self._walk = None
         self._lock = threading.Lock()
 
@@ -346,6 +348,20 @@ class PlanIndex:
             return empty, empty, empty
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
+    @property
+    def sorted_names(self) -> list[str]:
+        """The normalized entity names, sorted (a bisection tells whether a text begins any of them)."""
+        with self._lock:
+            if self._sorted_names is None:
+                self._sorted_names = sorted(self.store.name_index)
+        return self._sorted_names
+
+    def begins_a_name(self, key: str) -> bool:
+        """Whether some normalized entity name starts with `key`."""
+        names = self.sorted_names
+        at = bisect.bisect_left(names, key)
+        return at < len(names) and names[at].startswith(key)
+
     def find_names(self, text: str) -> list[tuple[int, int, str]]:
         """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
         starts = sorted({m.start() for m in _WORD.finditer(text)} | {m.start() for m in _CHUNK.finditer(text)})
@@ -353,12 +369,15 @@ class PlanIndex:
         found = []
         names = self.store.name_index
         for s in starts:
-            for e in ends:
-                if e <= s or e - s > self.max_name_chars:
-                    continue
+            for e in ends[bisect.bisect_right(ends, s):]:
+                if e - s > self.max_name_chars:
+                    break
                 key = normalize_name(text[s:e])
                 if key in names and content_tokens(key) and _bounded(text, s, e):
                     found.append((s, e, self.store.names[names[key][0]]))
+                # a longer span's key extends this one's (spans end on non-space): no name begins so, none ends later
+                if not self.begins_a_name(key):
+                    break
         chosen: list[tuple[int, int, str]] = []
         for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
             if all(e <= cs or s >= ce for cs, ce, _ in chosen):
