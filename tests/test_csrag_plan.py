@@ -1,4 +1,4 @@
-"""CS-RAG planning index: name finding (against its quadratic definition)."""
+"""CS-RAG planning index: name finding (against its quadratic definition) and the labels' content words."""
 
 from __future__ import annotations
 
@@ -61,3 +61,7 @@ def test_find_names_takes_the_longest_match():
         ["Paris Hilton", "New York City"]
     assert index.begins_a_name("new york c") and not index.begins_a_name("new yorkshire")
 
+
+def test_label_tokens_are_the_labels_content_words():
+    index = index_over(["x"], ("date_of_birth", "placeOfDeath", "the"))
+    assert index.label_tokens == [{"date", "birth"}, {"place", "death"}, set()]

@@ -224,6 +224,7 @@ class PlanIndex:
         self.indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(ends, minlength=n), out=self.indptr[1:])
         self.label_words = [relation_words(label) or label for label in store.relation_labels]
+        self.label_tokens = [content_tokens(words) for words in self.label_words]  # read by every vocabulary hop
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
@@ -627,7 +628,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 _, cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
                 # named word for word, or by a synonym ("husband" names the spouse relation)
                 named = np.array([bool(label) and label <= present
-                                  for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
+                                  for label in (index.label_tokens[i] for i in labels.tolist())])
                 named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows, hop, first_score, named,
