@@ -45,10 +45,11 @@ import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from kgr.embed import TextVectors
 from kgr.graph import normalize_name, relation_words
 from kgr.reach import csr_entries
 from kgr.store import GraphStore, MentionMatch
@@ -570,9 +571,11 @@ def _slug(text: str) -> str:
 
 
 def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3,
-                 floor: float = 1.0) -> Plan:
-    """Plan from the graph alone (see the module docstring for the rule); `floor` is anchors.min_similarity."""
+                 floor: float = 1.0, vectors: TextVectors | None = None,
+                 planned: Callable[[Constraint], None] | None = None) -> Plan:
+    """Plan from the graph alone (see the module docstring); `floor` is anchors.min_similarity."""
     store = index.store
+    vectors = TextVectors(store.encoder) if vectors is None else vectors
     mentions, residual, warnings = anchor_mentions(index, query, floor)
     constraints: list[Constraint] = []
     used_names: Counter[str] = Counter()
@@ -581,9 +584,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     # the residual and its words (for the labels they name) in one encoder call
     question_words = sorted(content_tokens(residual)) if mentions and len(label_vectors) else []
     first_text = residual or query.plain
-    encoded = store.encoder.encode([first_text, *question_words]) if mentions else np.zeros((0, 1))
-    vectors: dict[str, np.ndarray] = {first_text: encoded[0]} if mentions else {}
-    word_vectors = dict(zip(question_words, encoded[1:]))
+    word_vectors = dict(zip(question_words, vectors([first_text, *question_words])[1:])) if mentions else {}
     for mention in mentions:
         anchors = list(index.match_anchors(mention, anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
@@ -597,10 +598,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
-            text = remaining or query.plain
-            if text not in vectors:
-                vectors[text] = store.encoder.encode_query(text)
-            vector = vectors[text]
+            vector = vectors([remaining or query.plain])[0]
             everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             labels = np.unique(store.relation_ids[rids])
             # Where a walk can go on at all: after a hop, only the labels that follow its label somewhere in the graph.
@@ -649,6 +647,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 top = [i for i in top if rank[i] >= rank[order[0]] - GLOBAL_MARGIN]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
+            if planned is not None:  # the caller may queue what the constraint will encode, to ride our next call
+                planned(constraints[-1])
             walked.update(rids[chosen].tolist())
             if targets:
                 forward = store.dst[rids[chosen]] == far[chosen]
@@ -711,7 +711,8 @@ def relation_menu(store: GraphStore, limit: int = 60) -> str:
     return "\n".join(relation_words(store.relation_labels[i]) or store.relation_labels[i] for i in order)
 
 
-def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None) -> Plan:
+def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None,
+                  vectors: TextVectors | None = None, planned: Callable[[Constraint], None] | None = None) -> Plan:
     """The plan of one question: from the backbone when there is one (repaired once, else offline), else offline."""
     from kgr.backbone import decide
 
@@ -720,7 +721,7 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
 
     def fallback() -> Plan:
         return offline_plan(index, query, settings.variants, settings.anchor_matches,
-                            context.config.anchors.min_similarity)
+                            context.config.anchors.min_similarity, vectors, planned)
 
     if context.client is None:
         return fallback()
