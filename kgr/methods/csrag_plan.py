@@ -69,6 +69,7 @@ FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the o
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
 WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
+LIKELY_LABELS = 2  # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded ahead
 WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -548,6 +549,11 @@ def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray],
     return present, np.stack([word_vectors[w] for w in present]) @ label_vectors.T
 
 
+def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
+    """What of `text` is left for the next hop once a hop along `label` explained its words."""
+    return _drop_words(text, _explained_words(text, label, word_vectors, label_vector)) or text
+
+
 def _drop_words(text: str, words: str) -> str:
     for word in tokens(words):
         text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", " ", text, flags=re.IGNORECASE)
@@ -598,8 +604,6 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
-            vector = vectors([remaining or query.plain])[0]
-            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             labels = np.unique(store.relation_ids[rids])
             # Where a walk can go on at all: after a hop, only the labels that follow its label somewhere in the graph.
             if not walked_labels:
@@ -609,6 +613,16 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 # a label already walked explains nothing new: from the vocabulary it would only repeat itself
                 follows[walked_labels] = False
                 vocabulary = np.flatnonzero(follows)
+            if 1 < hop < MAX_HOPS and word_vectors:
+                # The next hop's text depends on the label this one picks, known only once this text is encoded:
+                # the texts the likeliest labels (by the previous hop's cosines) would leave ride along with it.
+                likely = [int(pool[i]) for pool in (labels, vocabulary)
+                          for i in np.argsort(-everywhere[pool], kind="stable")[:LIKELY_LABELS]]
+                vectors.expect(text for text in (_after_hop(remaining, index.label_words[label], word_vectors,
+                                                            label_vectors[label]) for label in likely)
+                               if content_tokens(text))
+            vector = vectors([remaining or query.plain])[0]
+            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             if labels.size == 0 and vocabulary.size == 0:
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
             source = "graph"
@@ -658,8 +672,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             frontier, head = targets, variable
             walked_labels.append(best)
             first_score = score if first_score is None else first_score
-            remaining = _drop_words(remaining, _explained_words(remaining, index.label_words[best],
-                                                                word_vectors, label_vectors[best])) or remaining
+            remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best])
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
