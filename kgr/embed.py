@@ -9,7 +9,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -123,6 +123,33 @@ class Encoder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+class TextVectors:
+    """One question's memo of text vectors: each text is encoded once, a miss together with the expected texts."""
+
+    # A forward pass of several short texts costs little more than one of a single text, so texts likely needed
+    # soon are encoded with the next miss rather than in calls of their own.
+
+    def __init__(self, encoder: Encoder):
+        self.encoder = encoder
+        self._vectors: dict[str, np.ndarray] = {}
+        self._expected: dict[str, None] = {}
+
+    def expect(self, texts: Iterable[str]) -> None:
+        """Encode `texts` with the next miss, if they are not encoded yet (no encoder call now)."""
+        self._expected.update((t, None) for t in texts if t not in self._vectors)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts`, one row each."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            batch = list(dict.fromkeys([*missing, *self._expected]))
+            self._vectors.update(zip(batch, self.encoder.encode(batch)))
+            self._expected.clear()
+        if not texts:
+            return np.zeros((0, self.encoder.dimension), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])
 
 
 def project_encoder(config) -> Encoder:

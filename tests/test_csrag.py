@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kgr.embed import TextVectors
 from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
 from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_index, plan_question, validate_plan
 
@@ -457,7 +458,7 @@ def test_passage_bindings_keep_the_entities_the_plan_can_use(household):
            ["1971", "American", "12 December 2012", "Sid Poit", "Tim Dir", "Don Medford"]}
 
     def fitting(*names):
-        kept = method.fitting_bindings([eid[n] for n in names], 0, plan, {})
+        kept = method.fitting_bindings([eid[n] for n in names], 0, plan, {}, TextVectors(household.store.encoder))
         return [household.store.names[e] for e in kept]
 
     # a director who can go on along the date of death; else whoever can go on; else a director
@@ -467,7 +468,8 @@ def test_passage_bindings_keep_the_entities_the_plan_can_use(household):
     assert fitting("1971", "American", "12 December 2012") == []
     # a last constraint has no onward hop: the role alone decides
     last = Plan("Who directed Film C?", [Constraint("Film C", "director", "?director", ["director"])])
-    kept = method.fitting_bindings([eid["1971"], eid["Tim Dir"], eid["Don Medford"]], 0, last, {})
+    kept = method.fitting_bindings([eid["1971"], eid["Tim Dir"], eid["Don Medford"]], 0, last, {},
+                                   TextVectors(household.store.encoder))
     assert [household.store.names[e] for e in kept] == ["Tim Dir", "Don Medford"]
 
 
@@ -566,3 +568,20 @@ def test_a_variable_weighs_what_the_mention_its_binding_came_from_weighs(sourced
     weights = method.term_weights([second, first], {"Quiet Harbour": [0]})
     specific = sourced.store.specificity("Quiet Harbour") ** method.settings.specificity
     assert weights == pytest.approx({"Quiet Harbour": specific, "?person": specific, "?city": specific})
+
+
+def test_a_question_encodes_each_text_once_and_its_first_constraint_with_the_planner(offline, monkeypatch):
+    method = CSRAG(offline)
+    method.index.label_vectors  # embedded once per store, not per question
+    encoder, calls = offline.store.encoder, []
+    original = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts, *a, **k: calls.append(list(texts)) or original(texts))
+    text = "What is the place of birth of the performer of song Changed It?"
+    record = method.retrieve(query(text))
+    texts = [t for call in calls for t in call]
+    assert len(texts) == len(set(texts))
+    plan = Plan.from_dict(record.trace["plan"])
+    anchors = {"Changed It": list(offline.store.find("Changed It"))}
+    first = method.constraint_texts(text, 0, plan, {}, anchors)
+    # the planner's second call (the residual without "performer") also encodes what the first constraint needs
+    assert set(first) <= set(calls[1]) and text in calls[0]

@@ -23,6 +23,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k
@@ -242,7 +243,6 @@ class CSRAG:
         self.plans = dict(plans or {})
         self._cross_encoder = None
         self._role_types: dict[tuple[bytes, bool], int | None] = {}
-        self._question_vector: tuple[str, np.ndarray] | None = None
         self._label_rows = {words: row for row, words in enumerate(self.index.label_words)}
         from kgr.methods.budget import token_counter
 
@@ -283,13 +283,14 @@ class CSRAG:
             scores = 1 / (1 + np.exp(-scores))
         return scores
 
-    def encode_variants(self, c: Constraint, query_text: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    def encode_variants(self, c: Constraint, vectors: TextVectors,
+                        query_text: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Vectors of the constraint's variants (graph labels reuse their stored vectors) and of `query_text` when
-        given, encoded in one batch."""
+        given, encoded in one batch through the question's `vectors`."""
         variants = list(dict.fromkeys(c.variants or [c.relation]))
         missing = [v for v in variants if v not in self._label_rows]
         texts = missing + ([query_text] if query_text is not None else [])
-        encoded = self.store.encoder.encode(texts) if texts else None
+        encoded = vectors(texts) if texts else None
         fresh = dict(zip(missing, encoded)) if missing else {}
         labels = self.index.label_vectors
         rows = [labels[self._label_rows[v]] if v in self._label_rows else fresh[v] for v in variants]
@@ -317,6 +318,12 @@ class CSRAG:
             self._term_text(c.tail, plan, bindings, anchors, index)
         return f"{head} {c.relation} {tail}"
 
+    def constraint_texts(self, question: str, index: int, plan: Plan, bindings: dict[str, list[int]],
+                         anchors: dict[str, list[int]]) -> list[str]:
+        """Constraint `index` linearized, alone and after the question (retrieval encodes the second, recovery both)."""
+        text = self.linearize(index, plan, bindings, anchors)
+        return [text, f"{question} | {text}"]
+
     # -- retrieval -----------------------------------------------------------------------------------------------
     def retrieve(self, query: Query, plan: Plan | dict | None = None) -> RetrievalRecord:
         watch = Stopwatch()
@@ -327,11 +334,23 @@ class CSRAG:
             plan = Plan.from_dict(plan, source="stored")
         elif plan is not None:
             plan.source = plan.source if plan.source == "stored" else f"stored:{plan.source}"
+        # Every text is encoded once per question, and what is likely needed next rides along with each miss.
+        vectors = TextVectors(store.encoder)
+        plain = query.plain
+        vectors.expect([plain])  # the passages' ranking needs it at the end
+        floor = self.context.config.anchors.min_similarity
+
+        def planned(c: Constraint) -> None:
+            """Expect the texts a constraint from a mention is retrieved and recovered with."""
+            # they need no bindings, so they ride along with the planner's next encoder call
+            if not is_variable(c.head):
+                anchors = {c.head: list(self.index.match_anchors(c.head, settings.anchor_matches, floor).eids)}
+                vectors.expect(self.constraint_texts(plain, 0, Plan(plain, [c]), {}, anchors))
+
         if plan is None:
-            plan = plan_question(self.context, query)
+            plan = plan_question(self.context, query, vectors=vectors, planned=planned)
         watch.lap("plan")
 
-        floor = self.context.config.anchors.min_similarity
         matches = [self.index.match_anchors(m, settings.anchor_matches, floor) for m in plan.mentions]
         # an unmatched mention anchors nothing: its constraints get no graph candidates, only textual recovery
         anchors: dict[str, list[int]] = {m.mention: list(m.eids) for m in matches}
@@ -340,7 +359,6 @@ class CSRAG:
 
         reached: set[int] = set(anchor_ids)
         aligned_out: set[int] = set()
-        plain = query.plain
 
         used_rids: set[int] = set()
 
@@ -349,8 +367,19 @@ class CSRAG:
             if state.status == "resolved":
                 used_rids.update(c.rid for c in state.pool if c.far in state.bound)
 
+        retrieved: set[int] = set()
+
+        def texts_of(i: int, bound: dict[str, list[int]]) -> list[str]:
+            return self.constraint_texts(plain, i, plan, bound, anchors)
+
         def retrieve_constraint(i: int, sources: list[int], bound: dict[str, list[int]]) -> list[Candidate]:
             c = plan.constraints[i]
+            retrieved.add(i)
+            # Speculation: this constraint's recovery texts, and the retrieval texts of the others whose source is
+            # known, as the bindings stand; a text that differs when it is needed is only a spare row in the batch.
+            for j in [i, *(j for j in range(len(plan.constraints)) if j not in retrieved)]:
+                if orient(plan.constraints[j], bound) is not None:
+                    vectors.expect(texts_of(j, bound))
             rids, near, far = self.index.incident(sources)
             fresh = np.array([r not in used_rids for r in rids.tolist()], dtype=bool)
             rids, near, far = rids[fresh], near[fresh], far[fresh]
@@ -361,8 +390,8 @@ class CSRAG:
             _, first = np.unique(rids, return_index=True)
             first.sort()
             rids, near, far = rids[first], near[first], far[first]
-            qc_text = f"{plain} | {self.linearize(i, plan, bound, anchors)}"
-            variant_vectors, qc_vector = self.encode_variants(c, qc_text)
+            qc_text = texts_of(i, bound)[1]
+            variant_vectors, qc_vector = self.encode_variants(c, vectors, qc_text)
             align_all = (self.index.label_vectors[store.relation_ids[rids]] @ variant_vectors.T).max(axis=1)
             keep = top_k(align_all, settings.align_top)
             keep = keep[align_all[keep] >= settings.min_align]  # an edge of another relation answers nothing asked
@@ -386,9 +415,8 @@ class CSRAG:
             likely stated), then the top K't passages by similarity to the linearized constraint together with the
             passages its source entities were extracted from (provenance), reranked, keep Kt."""
             if i not in recovered:
-                text = self.linearize(i, plan, bound, anchors)
-                qc_text = f"{plain} | {text}"
-                first_vec, qc_vec = store.encoder.encode([text, qc_text])
+                text, qc_text = texts_of(i, bound)
+                first_vec, qc_vec = vectors([text, qc_text])
                 sources = source_entities(i, bound)
                 about = self.index.passages_about(sources)[:settings.passages_keep]
                 first = top_k(store.passage_vectors @ first_vec, settings.passages_first + len(about))
@@ -414,7 +442,7 @@ class CSRAG:
             found = [self.index.find_names(store.passages[p][1]) for p, _ in recover(i, bound)]
             named = list(dict.fromkeys(e for spans in found for _, _, name in spans
                                        for e in store.name_index.get(normalize_name(name), [])))
-            return self.fitting_bindings(named, i, plan, bound)
+            return self.fitting_bindings(named, i, plan, bound, vectors)
 
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
                                      settings.gamma, on_decided,
@@ -423,9 +451,13 @@ class CSRAG:
         watch.lap("constraints")
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
-        # evidence the ranking is the dense one, and passages the graph points to move up.
+        # evidence the ranking is the dense one, and passages the graph points to move up. The recoveries it still
+        # needs are encoded in one batch.
+        for state in states:
+            if state.status != "resolved" and state.index not in recovered:
+                vectors.expect(texts_of(state.index, bindings))
         evidence = self.passage_evidence(states, bindings, anchors, recover) if has_passages else {}
-        passage_ids, passage_scores = self.rank_passages(plain, evidence) if has_passages else ([], {})
+        passage_ids, passage_scores = self.rank_passages(vectors([plain])[0], evidence) if has_passages else ([], {})
         watch.lap("passages")
 
         from kgr.methods.budget import pack_paths
@@ -557,17 +589,17 @@ class CSRAG:
                 break
         return weights
 
-    def rank_passages(self, question: str, evidence: Mapping[int, float]) -> tuple[list[int], dict[int, tuple]]:
-        """The top `passages_top` passages by dense question-passage cosine + `evidence_weight` x graph evidence,
-        among the dense top `passages_first` and every passage with evidence; also {pid: (dense, fused)}."""
+    def rank_passages(self, question: np.ndarray, evidence: Mapping[int, float]) -> tuple[list[int], dict[int, tuple]]:
+        """The top `passages_top` passages by dense cosine to the `question` vector + `evidence_weight` x graph
+        evidence, among the dense top `passages_first` and every passage with evidence; also {pid: (dense, fused)}."""
         store, settings = self.store, self.settings
-        if self._question_vector is None or self._question_vector[0] != question:
-            self._question_vector = (question, store.encoder.encode_query(question).astype(np.float32, copy=False))
-        return fuse_passages(store.passage_vectors @ self._question_vector[1], evidence, settings.passages_first,
+        return fuse_passages(store.passage_vectors @ question, evidence, settings.passages_first,
                              settings.passages_top, settings.evidence_weight)
 
-    def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]]) -> list[int]:
-        """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order.
+    def fitting_bindings(self, eids: list[int], index: int, plan: Plan, bound: Mapping[str, list[int]],
+                         vectors: TextVectors) -> list[int]:
+        """The entities in `eids` fit to bind constraint `index`'s free variable, best tier first, in their order
+        (variants not among the graph's labels are encoded through the question's `vectors`).
 
         A passage names many things (dates, countries, other people); binding them all would pull the later
         constraints' pools and passages off course. An entity fits the role when it has the type most of the
@@ -581,7 +613,7 @@ class CSRAG:
         source, target = orient(c, bound) or (c.tail, c.head)
         forward = source == c.head
         store = self.store
-        variants, _ = self.encode_variants(c)
+        variants, _ = self.encode_variants(c, vectors)
         role = self.role_type(variants, forward)
         roles = {e for e in eids if role is not None and role in
                  store.type_ids[store.type_indptr[e]:store.type_indptr[e + 1]].tolist()}
@@ -591,7 +623,7 @@ class CSRAG:
             rids, near, _ = self.index.incident(eids)
             labels = self.index.label_vectors[store.relation_ids[rids]]
             for d in onward:
-                matches = (labels @ self.encode_variants(d)[0].T).max(axis=1) >= self.settings.bind_fit
+                matches = (labels @ self.encode_variants(d, vectors)[0].T).max(axis=1) >= self.settings.bind_fit
                 ends = store.src[rids] if d.head == target else store.dst[rids]
                 going.update(near[matches & (ends == near)].tolist())
         for tier in (roles & going, going, roles):

@@ -39,15 +39,17 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from kgr.embed import TextVectors
 from kgr.graph import normalize_name, relation_words
 from kgr.reach import csr_entries
 from kgr.store import GraphStore, MentionMatch
@@ -67,6 +69,7 @@ FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the o
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
 WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
+LIKELY_LABELS = 2  # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded ahead
 WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
@@ -223,12 +226,14 @@ class PlanIndex:
         self.indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(ends, minlength=n), out=self.indptr[1:])
         self.label_words = [relation_words(label) or label for label in store.relation_labels]
+        self.label_tokens = [content_tokens(words) for words in self.label_words]  # read by every vocabulary hop
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
         self._follows_rows = None
         self._titles: dict[str, list[int]] | None = None
+        self._sorted_names: list[str] | None = None
         self._walk = None
         self._lock = threading.Lock()
 
@@ -346,6 +351,20 @@ class PlanIndex:
             return empty, empty, empty
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
+    @property
+    def sorted_names(self) -> list[str]:
+        """The normalized entity names, sorted (a bisection tells whether a text begins any of them)."""
+        with self._lock:
+            if self._sorted_names is None:
+                self._sorted_names = sorted(self.store.name_index)
+        return self._sorted_names
+
+    def begins_a_name(self, key: str) -> bool:
+        """Whether some normalized entity name starts with `key`."""
+        names = self.sorted_names
+        at = bisect.bisect_left(names, key)
+        return at < len(names) and names[at].startswith(key)
+
     def find_names(self, text: str) -> list[tuple[int, int, str]]:
         """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
         starts = sorted({m.start() for m in _WORD.finditer(text)} | {m.start() for m in _CHUNK.finditer(text)})
@@ -353,12 +372,15 @@ class PlanIndex:
         found = []
         names = self.store.name_index
         for s in starts:
-            for e in ends:
-                if e <= s or e - s > self.max_name_chars:
-                    continue
+            for e in ends[bisect.bisect_right(ends, s):]:
+                if e - s > self.max_name_chars:
+                    break
                 key = normalize_name(text[s:e])
                 if key in names and content_tokens(key) and _bounded(text, s, e):
                     found.append((s, e, self.store.names[names[key][0]]))
+                # a longer span's key extends this one's (spans end on non-space): no name begins so, none ends later
+                if not self.begins_a_name(key):
+                    break
         chosen: list[tuple[int, int, str]] = []
         for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
             if all(e <= cs or s >= ce for cs, ce, _ in chosen):
@@ -527,6 +549,11 @@ def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray],
     return present, np.stack([word_vectors[w] for w in present]) @ label_vectors.T
 
 
+def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
+    """What of `text` is left for the next hop once a hop along `label` explained its words."""
+    return _drop_words(text, _explained_words(text, label, word_vectors, label_vector)) or text
+
+
 def _drop_words(text: str, words: str) -> str:
     for word in tokens(words):
         text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", " ", text, flags=re.IGNORECASE)
@@ -550,9 +577,11 @@ def _slug(text: str) -> str:
 
 
 def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3,
-                 floor: float = 1.0) -> Plan:
-    """Plan from the graph alone (see the module docstring for the rule); `floor` is anchors.min_similarity."""
+                 floor: float = 1.0, vectors: TextVectors | None = None,
+                 planned: Callable[[Constraint], None] | None = None) -> Plan:
+    """Plan from the graph alone (see the module docstring); `floor` is anchors.min_similarity."""
     store = index.store
+    vectors = TextVectors(store.encoder) if vectors is None else vectors
     mentions, residual, warnings = anchor_mentions(index, query, floor)
     constraints: list[Constraint] = []
     used_names: Counter[str] = Counter()
@@ -561,9 +590,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     # the residual and its words (for the labels they name) in one encoder call
     question_words = sorted(content_tokens(residual)) if mentions and len(label_vectors) else []
     first_text = residual or query.plain
-    encoded = store.encoder.encode([first_text, *question_words]) if mentions else np.zeros((0, 1))
-    vectors: dict[str, np.ndarray] = {first_text: encoded[0]} if mentions else {}
-    word_vectors = dict(zip(question_words, encoded[1:]))
+    word_vectors = dict(zip(question_words, vectors([first_text, *question_words])[1:])) if mentions else {}
     for mention in mentions:
         anchors = list(index.match_anchors(mention, anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
@@ -577,11 +604,6 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
-            text = remaining or query.plain
-            if text not in vectors:
-                vectors[text] = store.encoder.encode_query(text)
-            vector = vectors[text]
-            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             labels = np.unique(store.relation_ids[rids])
             # Where a walk can go on at all: after a hop, only the labels that follow its label somewhere in the graph.
             if not walked_labels:
@@ -591,6 +613,16 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 # a label already walked explains nothing new: from the vocabulary it would only repeat itself
                 follows[walked_labels] = False
                 vocabulary = np.flatnonzero(follows)
+            if 1 < hop < MAX_HOPS and word_vectors:
+                # The next hop's text depends on the label this one picks, known only once this text is encoded:
+                # the texts the likeliest labels (by the previous hop's cosines) would leave ride along with it.
+                likely = [int(pool[i]) for pool in (labels, vocabulary)
+                          for i in np.argsort(-everywhere[pool], kind="stable")[:LIKELY_LABELS]]
+                vectors.expect(text for text in (_after_hop(remaining, index.label_words[label], word_vectors,
+                                                            label_vectors[label]) for label in likely)
+                               if content_tokens(text))
+            vector = vectors([remaining or query.plain])[0]
+            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             if labels.size == 0 and vocabulary.size == 0:
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
             source = "graph"
@@ -608,7 +640,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 _, cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
                 # named word for word, or by a synonym ("husband" names the spouse relation)
                 named = np.array([bool(label) and label <= present
-                                  for label in (content_tokens(index.label_words[i]) for i in labels.tolist())])
+                                  for label in (index.label_tokens[i] for i in labels.tolist())])
                 named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows, hop, first_score, named,
@@ -629,6 +661,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 top = [i for i in top if rank[i] >= rank[order[0]] - GLOBAL_MARGIN]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
+            if planned is not None:  # the caller may queue what the constraint will encode, to ride our next call
+                planned(constraints[-1])
             walked.update(rids[chosen].tolist())
             if targets:
                 forward = store.dst[rids[chosen]] == far[chosen]
@@ -638,8 +672,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             frontier, head = targets, variable
             walked_labels.append(best)
             first_score = score if first_score is None else first_score
-            remaining = _drop_words(remaining, _explained_words(remaining, index.label_words[best],
-                                                                word_vectors, label_vectors[best])) or remaining
+            remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best])
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
@@ -691,7 +724,8 @@ def relation_menu(store: GraphStore, limit: int = 60) -> str:
     return "\n".join(relation_words(store.relation_labels[i]) or store.relation_labels[i] for i in order)
 
 
-def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None) -> Plan:
+def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None,
+                  vectors: TextVectors | None = None, planned: Callable[[Constraint], None] | None = None) -> Plan:
     """The plan of one question: from the backbone when there is one (repaired once, else offline), else offline."""
     from kgr.backbone import decide
 
@@ -700,7 +734,7 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
 
     def fallback() -> Plan:
         return offline_plan(index, query, settings.variants, settings.anchor_matches,
-                            context.config.anchors.min_similarity)
+                            context.config.anchors.min_similarity, vectors, planned)
 
     if context.client is None:
         return fallback()
