@@ -582,6 +582,7 @@ def test_compiled_chains_match_their_step_by_step_definition():
         for length in {len(c) for c in chains}:
             group = [c for c in chains if len(c) == length]
             ids, returning, chain_priors = pol._chain_arrays(group, anchor_types)
+            assert pol._chain_arrays(list(group), anchor_types)[0] is ids  # the group is memoized whole
             for chain, chain_ids, chain_returning, prior in zip(group, ids.tolist(), returning.tolist(), chain_priors):
                 assert [pol._step_list[i] for i in chain_ids] == list(chain)
                 want_returning, want_prior = _reference_row(chain, anchor_types, priors)

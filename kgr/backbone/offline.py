@@ -104,6 +104,9 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
     return any(w in SHARING_CUES or w == "co" for w, _ in words)
 
 
+# Compiled chain groups memoized (OfflinePolicy._chain_arrays): groups of at most 1,000 chains, 200,000 chains in all
+# before the memo starts afresh (tens of MB at most)
+_GROUP_CHAINS, _CHAINS_KEPT = 1000, 200_000
 _PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
 
 
@@ -117,6 +120,8 @@ class OfflinePolicy:
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
+        self._groups: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._memoized = 0  # chains in _groups
         self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
         self._step_list: list[tuple[str, str]] = []
         self._step_relation: list[int] = []  # per step id, its relation's number
@@ -229,13 +234,24 @@ class OfflinePolicy:
     # -- scoring -----------------------------------------------------------------------------------------------
     def _chain_arrays(self, chains: list[Chain], anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For chains of one length: their steps' ids (into `_step_list`, chains x steps), which steps are part of an
-        out-and-back pair, and each chain's prior; compiled as arrays (an open vocabulary brings thousands of new
-        chains per question, so memoizing them per chain would cost as much as compiling them)."""
-        step_id = self._step_id
-        ids = np.array([[step_id(step) for step in chain] for chain in chains], dtype=np.int64)
-        returning, priors = self._compile(ids.reshape(len(chains), len(chains[0]) if chains else 0),
-                                          tuple(anchor_types))
-        return ids, returning, priors
+        out-and-back pair, and each chain's prior; compiled as arrays. The last few groups are memoized whole: on a
+        schema-sized graph the same groups come back question after question (an open vocabulary brings thousands of
+        new chains per question, which a memo per chain would cost as much to look up as to compile)."""
+        memo = len(chains) <= _GROUP_CHAINS
+        key = (tuple(chains), tuple(anchor_types)) if memo else None
+        found = self._groups.get(key) if memo else None
+        if found is None:
+            step_id = self._step_id
+            ids = np.array([[step_id(step) for step in chain] for chain in chains], dtype=np.int64)
+            ids = ids.reshape(len(chains), len(chains[0]) if chains else 0)
+            found = (ids, *self._compile(ids, tuple(anchor_types)))
+            if memo:
+                self._memoized += len(chains)
+                if self._memoized > _CHAINS_KEPT:
+                    self._groups.clear()  # starts afresh (one atomic step: questions may run concurrently)
+                    self._memoized = len(chains)
+                self._groups[key] = found
+        return found
 
     def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
