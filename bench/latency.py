@@ -1,7 +1,9 @@
-"""DotRAG's retrieval latency beside VSS's, interleaved question by question on the dev suite's sets.
+"""A method's retrieval latency (DotRAG by default) beside VSS's, interleaved question by question on the dev suite's
+sets.
 
-    python bench/latency.py                                  # every set, 200 seeded questions each
+    python bench/latency.py                                  # DotRAG, every set, 200 seeded questions each
     python bench/latency.py --sets metaqa-1hop,twowiki --limit 500
+    python bench/latency.py --method csrag --sets musique,twowiki
 
 The suite (bench/suite.py) runs one method over a whole set, then the next: on a shared machine the load can change
 between the two runs, and their p50 ratio with it. Here both methods answer each question in turn in one process (one
@@ -32,7 +34,8 @@ OUT = ROOT / "bench" / "out" / "latency"
 
 
 def measure(dev_set, questions, dotrag, vss) -> dict:
-    """Both methods on every question, alternating; p50s, ratio and DotRAG's stage p50s."""
+    """Both methods on every question, alternating; p50s, ratio and the method's stage p50s (keys say dotrag for
+    whichever method is measured)."""
     from kgr.evaluate.run import queries_for
 
     times: dict[str, list[float]] = defaultdict(list)
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(suite.SET_NAMES), help="comma-separated (default: all)")
     parser.add_argument("--limit", type=int, default=200, help="seeded questions per set (default 200)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", default="dotrag", choices=["dotrag", "csrag", "bm25", "dpr"])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
 
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from kgr.methods.runner import method_class, open_run
     from kgr.project import Project
 
+    label = suite.LABELS[args.method]
     names = [name.strip() for name in args.sets.split(",") if name.strip()]
     unknown = sorted(set(names) - set(suite.SET_NAMES))
     if unknown:
@@ -67,19 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for project_name in dict.fromkeys(s.project for s in suite.SETS if s.name in names):
         with Project.open(suite.PROJECTS / project_name, write=False) as project:
-            context = open_run(project, "dotrag")
-            dotrag, vss = method_class("dotrag")(context), method_class("vss")(context)
+            context = open_run(project, args.method)
+            dotrag, vss = method_class(args.method)(context), method_class("vss")(context)
             for dev_set in (s for s in suite.SETS if s.project == project_name and s.name in names):
                 row = measure(dev_set, sample(dev_set.questions(), args.limit, args.seed), dotrag, vss)
                 rows.append(row)
-                print(f"{row['set']}: DotRAG {row['dotrag_p50']} ms, VSS {row['vss_p50']} ms, "
+                print(f"{row['set']}: {label} {row['dotrag_p50']} ms, VSS {row['vss_p50']} ms, "
                       f"{row['ratio']:.2f}x (n {row['n']})", flush=True)
     command = "python bench/latency.py " + " ".join(argv if argv is not None else sys.argv[1:])
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     stages = sorted({stage for row in rows for stage in row["dotrag_stages_p50"]})
-    lines = [f"# DotRAG latency beside VSS, interleaved per question", "",
+    lines = [f"# {label} latency beside VSS, interleaved per question", "",
              f"`{command.strip()}` ({stamp}; p50 ms per question, model loading excluded)", "",
-             "| set | n | DotRAG p50 | VSS p50 | DotRAG / VSS | DotRAG first | "
+             f"| set | n | {label} p50 | VSS p50 | {label} / VSS | {label} first | "
              + " | ".join(s.removeprefix("dotrag.") for s in stages) + " |",
              "|---|---:|---:|---:|---:|---:|" + "---:|" * len(stages)]
     lines += [f"| {r['set']} | {r['n']} | {r['dotrag_p50']} | {r['vss_p50']} | {r['ratio']:.2f}x | "
