@@ -496,7 +496,8 @@ class OfflinePolicy:
             facts = {length: self._chain_arrays([chains[i] for i in members.tolist()], anchor.types)
                      for length, members in groups.items()}
             # the distinct steps of these chains, and each chain step's place among them
-            used, inverse = np.unique(np.concatenate([ids.ravel() for ids, _, _ in facts.values()]), return_inverse=True)
+            every_step = np.concatenate([ids.ravel() for ids, _, _ in facts.values()])
+            used, inverse = np.unique(every_step, return_inverse=True)
             step_sims = similarities([self._step_list[i] for i in used.tolist()])
             offset = 0
             for length, members in groups.items():

@@ -360,7 +360,8 @@ class DotRAG:
 
     def _search(self, query: Query, question: str, pair: Pair, trace: dict
                 ) -> tuple[list[Path], list[HopSummary], list[int]]:
-        """Walk from the anchor hop by hop (the policy reviews each hop reading `question`); return the paths at the preferred depths, the walk and those depths."""
+        """Walk from the anchor hop by hop (the policy reviews each hop reading `question`); return the paths at the
+        preferred depths, the walk and those depths."""
         settings, store, reach = self.settings, self.store, self.reach
         anchor = pair.anchor
         anchor_option = AnchorOption(store.names[anchor], store.types_of(anchor), True, 1.0)
