@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
@@ -16,7 +17,6 @@ from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, P
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
-from kgr.graph import normalize_name
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
@@ -121,21 +121,40 @@ class Pair:
     previews: list[str] = field(default_factory=list)
 
 
-def mark_names(text: str, names: Sequence[str]) -> str:
-    """`text` with the first occurrence of each of `names` (whole words, any case, any punctuation between its words)
-    replaced by the name in brackets, as a mention; a longer name wins over one it overlaps."""
-    spans: list[tuple[int, int, str]] = []
-    for name in sorted(names, key=len, reverse=True):
-        words = re.findall(r"[0-9A-Za-z]+", name)
-        if not words or "[" in name or "]" in name:
+_ALNUM = re.compile(r"[0-9A-Za-z]+")
+
+
+def name_spans(text: str, names: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Per name, where it first occurs in `text` as whole words (any case, any punctuation between its words), with
+    the punctuation the name itself starts or ends with when the text has it there; None where it does not occur."""
+    words = list(_ALNUM.finditer(text))
+    joined = " " + " ".join(w.group(0).lower() for w in words) + " "
+    starts = np.cumsum([0] + [len(w.group(0)) + 1 for w in words[:-1]]).tolist()  # each word's offset in `joined`
+    spans: list[tuple[int, int] | None] = []
+    for name in names:
+        parts = _ALNUM.findall(name)
+        at = joined.find(f" {' '.join(parts).lower()} ") if parts else -1
+        if at < 0:
+            spans.append(None)
             continue
+        first = bisect.bisect_left(starts, at)
+        start, end = words[first].start(), words[first + len(parts) - 1].end()
         lead, trail = re.match(r"[^0-9A-Za-z]*", name).group(0), re.search(r"[^0-9A-Za-z]*$", name).group(0)
-        pattern = rf"(?<![0-9A-Za-z])(?:{re.escape(lead)})?" + r"[^0-9A-Za-z]+".join(map(re.escape, words)) + \
-            rf"(?:{re.escape(trail)})?(?![0-9A-Za-z])"
-        found = re.search(pattern, text, flags=re.IGNORECASE)
-        if found and all(found.end() <= s or found.start() >= e for s, e, _ in spans):
-            spans.append((*found.span(), name))
-    for start, end, name in sorted(spans, reverse=True):
+        start -= len(lead) if lead and text[max(0, start - len(lead)):start] == lead else 0
+        end += len(trail) if trail and text[end:end + len(trail)] == trail else 0
+        spans.append((start, end))
+    return spans
+
+
+def mark_names(text: str, names: Sequence[str]) -> str:
+    """`text` with the first occurrence of each of `names` (as `name_spans` finds it) replaced by the name in brackets,
+    as a mention; a longer name wins over one it overlaps."""
+    names = sorted((n for n in names if "[" not in n and "]" not in n), key=len, reverse=True)
+    chosen: list[tuple[int, int, str]] = []
+    for name, span in zip(names, name_spans(text, names)):
+        if span and all(span[1] <= s or span[0] >= e for s, e, _ in chosen):
+            chosen.append((*span, name))
+    for start, end, name in sorted(chosen, reverse=True):
         text = f"{text[:start]}[{name}]{text[end:]}"
     return text
 
@@ -249,13 +268,8 @@ class DotRAG:
                     [m.warning for m in matches if m.warning])
         similarities = store.entity_vectors @ qv()
         seeds = top_k(similarities, self.settings.seeds)
-        text = f" {normalize_name(re.sub(r'[^0-9A-Za-z]+', ' ', query.plain))} "
-        spans = []
-        for e in seeds.tolist():
-            name = normalize_name(re.sub(r"[^0-9A-Za-z]+", " ", store.names[e]))
-            at = text.find(f" {name} ") if name else -1
-            if at >= 0:
-                spans.append((at, at + len(name) + 1, e))
+        spans = [(*span, e) for e, span in zip(seeds.tolist(), name_spans(query.plain, [store.names[e] for e in seeds]))
+                 if span is not None]
         named = [e for s, t, e in spans
                  if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
         if named:
