@@ -122,6 +122,13 @@ def test_question_words_co_prefix_and_hyphens():
     assert "co-starred" not in dict(words) and "with" not in dict(words)
 
 
+def test_a_possessive_ending_is_no_word_of_its_own():
+    # "'s" takes no place: the mother is the word next to the mention, so it is the inner step of the chain
+    words = question_words("who is the husband of [Ada]'s mother's sister", "Ada", right_offset=0.5)
+    assert words == [("who", 5), ("husband", 2), ("mother", 1.5), ("sister", 2.5)]
+    assert question_words("the players' clubs of [X]", "X") == [("players", 3), ("clubs", 2)]
+
+
 def test_stop_words_are_never_content_words():
     text = "what is the language of the movies that were directed by [X] and in which they had been"
     words = dict(question_words(text, "X"))
@@ -255,6 +262,39 @@ def test_words_are_embedded_once_across_decisions():
     pol.review("q", TWO_HOP, WENDY, [hop(1, "written_by", "movie")], HOP2_OPTIONS, 3)
     assert len(embed.texts) == len(set(embed.texts))  # each text is embedded at most once
     assert not {"directed", "movies", "written"} & set(embed.texts[texts:])  # the question's words were cached
+
+
+FAMILY = {"person": [("father", "person"), ("spouse", "person"), ("occupation", "job")], "job": []}
+FAMILY_OPTIONS = [TrajectoryOption("person", 2, ["father", "spouse"]), TrajectoryOption("job", 1, ["occupation"])]
+ADA = anchor("Ada", "person")
+
+
+@pytest.mark.parametrize("question, depth", [
+    ("who is [Ada]'s father's father", 2),
+    ("who is the father of the father of [Ada]", 2),
+    ("who is [Ada]'s father", 1),
+    ("who is the father of [Ada]'s father's father", 3),
+])
+def test_a_word_said_twice_is_explained_by_two_steps(question, depth):
+    pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
+    walk = [hop(1, "father", "person")]
+    while True:
+        step = pol.review("q", question, ADA, walk, FAMILY_OPTIONS, 3)
+        if isinstance(step, Stop):
+            break
+        assert FAMILY_OPTIONS[step.option].type == "person" and step.query == "father person"
+        walk.append(hop(len(walk) + 1, "father", "person"))
+    assert step == Stop([depth])
+
+
+def test_a_repeated_word_no_second_step_fits_gives_no_second_credit():
+    # "father" said twice fits one `father` step; the `occupation` step does not fit it, so the second "father" is
+    # unexplained in both chains alike and the occupation asked for is still the chain's end
+    pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
+    scorer = pol._scorer("what is the occupation of [Ada]'s father's father", ADA)
+    one, two, job = scorer([(("father", "person"),), (("father", "person"), ("father", "person")),
+                            (("father", "person"), ("father", "person"), ("occupation", "job"))])
+    assert two > one and job > two
 
 
 # -- schema-typical relations ------------------------------------------------------------------------------------
@@ -494,6 +534,32 @@ def test_probe_the_walk_follows_this_graphs_labels(companies_project, run_kgr, q
 ])
 def test_probe_several_mentions_keep_what_every_mention_reaches(companies_project, run_kgr, question, answers):
     assert retrieved(run_kgr, companies_project, question) == answers
+
+
+FAMILY_CSV = __import__("pathlib").Path(__file__).parent / "data" / "family.csv"
+
+
+@pytest.fixture(scope="module")
+def family_project(tmp_path_factory, run_kgr):
+    """tests/data/family.csv (three generations of two families: father, mother, spouse, born_in, located_in,
+    occupation; no schema) ingested with the real model, map built."""
+    root = tmp_path_factory.mktemp("family") / "project"
+    for args in (("ingest", root, FAMILY_CSV), ("reach", root)):
+        result = run_kgr(*args, "--quiet")
+        assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.mark.parametrize("question, answer", [
+    ("who is [Ada Varga]'s father's father", "Csaba Varga"),
+    ("who is the father of the father of [Ada Varga]", "Csaba Varga"),
+    ("who is [Ada Varga]'s mother's mother", "Flora Kiss"),
+    ("what is the occupation of [Ada Varga]'s father's father", "miller"),
+    ("who is the husband of [Ivan Petrov]'s mother", "Jurij Petrov"),
+    ("what is the job of [Ivan Petrov]'s mother's father", "soldier"),
+])
+def test_probe_possessive_chains_repeat_a_relation(family_project, run_kgr, question, answer):
+    assert answer in retrieved(run_kgr, family_project, question)
 
 
 def test_probe_the_conjunction_can_be_switched_off(companies_project, run_kgr):

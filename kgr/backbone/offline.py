@@ -51,6 +51,8 @@ from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 
 _WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+# English possessive endings: "[X]'s father's father" is the words father, father (not 's, father's, father)
+_POSSESSIVE = re.compile(r"'s?$|^'")
 _MENTION = re.compile(r"\[([^\[\]]+)\]")
 # Generic English function words: they carry no relation or type meaning in any graph.
 STOP_WORDS = frozenset(
@@ -86,8 +88,9 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
         at = lowered.find(name)
         left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
     words = []
-    left_words = _WORD.findall(left.lower())
-    right_words = _WORD.findall(right.lower())
+    # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
+    left_words, right_words = ([w for w in (_POSSESSIVE.sub("", w) for w in _WORD.findall(side.lower())) if w]
+                               for side in (left, right))
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
                           [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
         if word.startswith("co-") and len(word) > 3:
@@ -465,6 +468,9 @@ class OfflinePolicy:
         agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None
         distance = np.array([d for _, d in words], dtype=float)
+        # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the anchor:
+        # then it names that neighbour twice ("the director of [X] is also the director of which films")
+        repeated = [] if sharing else _repeated_words(words)
         shared = self._shared_support(word_vectors)
 
         def similarities(steps: list[tuple[str, str]]) -> np.ndarray:
@@ -505,8 +511,10 @@ class OfflinePolicy:
                 index = inverse[offset:offset + ids.size].reshape(ids.shape)
                 offset += ids.size
                 sims = step_sims[:, index]  # words x chains x steps
-                best_step = sims.argmax(axis=2)
-                total = sims.max(axis=2).sum(axis=0) - settings.step_cost * length
+                best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
+                for group in repeated:
+                    _spread_repeats(sims[group[0]], group, best_step, credit, settings.confident_similarity)
+                total = credit.sum(axis=0) - settings.step_cost * length
                 owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
                 counts = owned.sum(axis=1)
                 returning = returning.T  # steps x chains
@@ -557,6 +565,38 @@ class OfflinePolicy:
         cut = self._question_schema(word_vectors)
         score.schema, score.tails = (self.schema, self._tails) if cut is None else (cut, {})
         return score
+
+
+def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
+    """The places of each word said more than once ("[X]'s father's father"), nearest the mention first."""
+    places: dict[str, list[int]] = {}
+    for index, (word, _) in enumerate(words):
+        places.setdefault(word, []).append(index)
+    return [sorted(group, key=lambda i: words[i][1]) for group in places.values() if len(group) > 1]
+
+
+def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, credit: np.ndarray,
+                    names: float) -> None:
+    """A word said k times is explained by k different steps ("[X]'s father's father" is two `father` steps): the
+    first time by its best step, as any word, each further time by the next-best step of the chain if that step also
+    fits the word by `names`, else by none (no credit, no step owned). The steps it takes are given to its
+    occurrences in sentence order, the one nearest the mention taking the step nearest the anchor (in place,
+    on `best_step` and `credit`, words x chains; `sims` is the word's chains x steps)."""
+    chains, length = sims.shape
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :len(group)]
+    ranked = np.take_along_axis(sims, order, axis=1)
+    taken = ranked >= names
+    taken[:, 0] = True
+    positions = np.sort(np.where(taken, order, length), axis=1)  # taken steps first, in chain order
+    rows = np.arange(chains)
+    for k, word in enumerate(group):
+        if k < positions.shape[1]:
+            position = positions[:, k]
+            found = position < length
+            best_step[word] = np.where(found, position, -1)
+            credit[word] = np.where(found, sims[rows, np.minimum(position, length - 1)], 0.0)
+        else:
+            best_step[word], credit[word] = -1, 0.0
 
 
 def _inversions(means: np.ndarray) -> np.ndarray:
