@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgr.embed import SMALL_BATCH, Encoder, TextVectors
+from kgr.embed import CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups
 
 
 def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch):
@@ -23,6 +23,18 @@ def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch)
     assert direct == [texts]  # more than SMALL_BATCH texts: SentenceTransformer.encode
     np.testing.assert_allclose(np.linalg.norm(large, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(encoder.encode(many[:3]), large[:3], atol=1e-6)
+
+
+def test_length_groups_keep_short_words_apart_from_sentences():
+    # eight 3-token words padded beside a 60-token sentence would cost 9 x 60 slots; apart, 8 x 3 + 60 and one set-up
+    assert length_groups([60] + [3] * 8) == [list(range(1, 9)), [0]]
+    assert length_groups([12, 10, 11]) == [[1, 2, 0]]  # like lengths: one call, shortest first
+    assert length_groups([]) == [] and length_groups([7]) == [[0]]
+    # a split pays only when it saves more padded slots than a call's set-up costs
+    assert len(length_groups([3, 3 + CALL_SLOTS // 2])) == 1
+    assert len(length_groups([3, 3, 3, 3 + CALL_SLOTS])) == 2
+    rows = length_groups([5, 40, 3, 41, 4, 39])
+    assert sorted(i for group in rows for i in group) == list(range(6))
 
 
 class FakeEncoder:
