@@ -121,6 +121,24 @@ def test_method_colors_are_stable():
     assert len(set(first.values())) == 3 and len(set(second.values())) == 3
 
 
+def test_an_80_column_terminal_still_shows_the_method_names():
+    # a real `kgr eval` of three runs piped to a file: at the table's measured minimum width rich collapsed the
+    # method column to nothing
+    from kgr.evaluate.report import print_tables
+
+    def run(recall, precision, f1, latency):
+        return Summary(n_questions=38, recall=recall, precision=precision, f1=f1, gp=None, n_gp=0,
+                       answers_in_context=recall, n_context=38, latency_ms_median=latency)
+
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    print_tables([("fam-dotrag", "family", run(0.789, 0.382, 0.496, 18.0)),
+                  ("fam-vss", "family", run(1.0, 0.029, 0.056, 22.0)),
+                  ("fam-bm25", "family", run(0.842, 0.063, 0.114, 1.0))], console)
+    out = console.file.getvalue()
+    assert "method" in out and all(name in out for name in ("fam-dotrag", "fam-vss", "fam-bm25"))
+    assert console.width == 80  # the console is given back as it was
+
+
 def test_terminal_table_shows_missing_unmatched_and_zero_columns():
     # An offline run: zero calls and tokens are worth showing, and so are missing and unmatched counts.
     offline = Summary(n_questions=5, recall=0.5, precision=0.5, f1=0.5, gp=None, n_gp=0, n_missing=2,
