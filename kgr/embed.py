@@ -120,18 +120,14 @@ class Encoder:
         model = self.model
         features = model.preprocess(texts)
         lengths = features["attention_mask"].sum(dim=1).tolist()
-        out = np.empty((len(texts), 0), dtype=np.float32)
+        groups = length_groups(lengths)
         with torch.inference_mode():
-            for rows in length_groups(lengths):
-                longest = max(lengths[i] for i in rows)
-                # padding is on the right: the group's rows cut to its longest text are what tokenizing them alone gives
-                part = {k: v[rows, :longest] if isinstance(v, torch.Tensor) and v.dim() == 2 else v
-                        for k, v in features.items()}
-                vectors = torch.nn.functional.normalize(model(part)["sentence_embedding"], p=2, dim=1).numpy()
-                if out.shape[1] == 0:
-                    out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[rows] = vectors
-        return out
+            # padding is on the right: a group's rows cut to its longest text are what tokenizing them alone gives
+            parts = [model({k: v[rows, :max(lengths[i] for i in rows)] if isinstance(v, torch.Tensor) and v.dim() == 2
+                            else v for k, v in features.items()})["sentence_embedding"] for rows in groups]
+        order = np.argsort([i for rows in groups for i in rows])
+        vectors = torch.nn.functional.normalize(torch.cat(parts), p=2, dim=1).numpy()[order]
+        return vectors.astype(np.float32, copy=False)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]

@@ -576,7 +576,7 @@ def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
 
 
 def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, credit: np.ndarray,
-                    names: float) -> None:
+                    fits: float) -> None:
     """A word said k times is explained by k different steps ("[X]'s father's father" is two `father` steps): the
     first time by its best step, as any word, each further time by the next-best step of the chain if that step also
     fits the word by `names`, else by none (no credit, no step owned). The steps it takes are given to its
@@ -585,7 +585,7 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
     chains, length = sims.shape
     order = np.argsort(-sims, axis=1, kind="stable")[:, :len(group)]
     ranked = np.take_along_axis(sims, order, axis=1)
-    taken = ranked >= names
+    taken = ranked >= fits
     taken[:, 0] = True
     positions = np.sort(np.where(taken, order, length), axis=1)  # taken steps first, in chain order
     rows = np.arange(chains)

@@ -148,7 +148,7 @@ def print_tables(rows: Iterable[Row], console=None, title: str = "") -> None:
     console = console or Console()
     for table in rich_tables(rows, title):
         # Never squeeze a column below its content: at its measured minimum width rich still collapses the method
-        # column to nothing (80 columns, every cell starred), so a table wider than the terminal is printed at its
+        # column to nothing (three runs piped at 80 columns), so a table wider than the terminal is printed at its
         # natural width and wraps.
         needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
         width = console.width
