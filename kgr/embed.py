@@ -121,10 +121,15 @@ class Encoder:
         features = model.preprocess(texts)
         lengths = features["attention_mask"].sum(dim=1).tolist()
         groups = length_groups(lengths)
+
+        def rows_of(rows: list[int]) -> dict:
+            # padding is on the right: the rows cut to their longest text are what tokenizing them alone gives
+            longest = max(lengths[i] for i in rows)
+            return {k: v[rows, :longest] if isinstance(v, torch.Tensor) and v.dim() == 2 else v
+                    for k, v in features.items()}
+
         with torch.inference_mode():
-            # padding is on the right: a group's rows cut to its longest text are what tokenizing them alone gives
-            parts = [model({k: v[rows, :max(lengths[i] for i in rows)] if isinstance(v, torch.Tensor) and v.dim() == 2
-                            else v for k, v in features.items()})["sentence_embedding"] for rows in groups]
+            parts = [model(rows_of(rows))["sentence_embedding"] for rows in groups]
         order = np.argsort([i for rows in groups for i in rows])
         vectors = torch.nn.functional.normalize(torch.cat(parts), p=2, dim=1).numpy()[order]
         return vectors.astype(np.float32, copy=False)

@@ -505,8 +505,13 @@ COMPANIES = __import__("pathlib").Path(__file__).parent / "data" / "companies.cs
 def companies_project(tmp_path_factory, run_kgr):
     """tests/data/companies.csv (companies, people, cities; snake_case, camelCase and `_inverse` labels; no
     schema, so types are inferred as relations' subjects and objects) ingested with the real model, map built."""
-    root = tmp_path_factory.mktemp("companies") / "project"
-    for args in (("ingest", root, COMPANIES), ("reach", root)):
+    return ingested(tmp_path_factory, run_kgr, COMPANIES)
+
+
+def ingested(tmp_path_factory, run_kgr, triples):
+    """A project of `triples` built by the real `kgr ingest` and `kgr reach`."""
+    root = tmp_path_factory.mktemp(triples.stem) / "project"
+    for args in (("ingest", root, triples), ("reach", root)):
         result = run_kgr(*args, "--quiet")
         assert result.exit_code == 0, result.output
     return root
@@ -543,11 +548,7 @@ FAMILY_CSV = __import__("pathlib").Path(__file__).parent / "data" / "family.csv"
 def family_project(tmp_path_factory, run_kgr):
     """tests/data/family.csv (three generations of two families: father, mother, spouse, born_in, located_in,
     occupation; no schema) ingested with the real model, map built."""
-    root = tmp_path_factory.mktemp("family") / "project"
-    for args in (("ingest", root, FAMILY_CSV), ("reach", root)):
-        result = run_kgr(*args, "--quiet")
-        assert result.exit_code == 0, result.output
-    return root
+    return ingested(tmp_path_factory, run_kgr, FAMILY_CSV)
 
 
 @pytest.mark.parametrize("question, answer", [

@@ -579,7 +579,7 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
                     fits: float) -> None:
     """A word said k times is explained by k different steps ("[X]'s father's father" is two `father` steps): the
     first time by its best step, as any word, each further time by the next-best step of the chain if that step also
-    fits the word by `names`, else by none (no credit, no step owned). The steps it takes are given to its
+    fits the word by `fits`, else by none (no credit, no step owned). The steps it takes are given to its
     occurrences in sentence order, the one nearest the mention taking the step nearest the anchor (in place,
     on `best_step` and `credit`, words x chains; `sims` is the word's chains x steps)."""
     chains, length = sims.shape
