@@ -39,14 +39,34 @@ def resolve_model_path(model: str) -> str:
     return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX tiles or AVX-512 BF16), as torch reports it."""
+    import torch
+
+    cpu = torch.cpu
+    checks = (getattr(cpu, "_is_amx_tile_supported", None), getattr(cpu, "_is_avx512_bf16_supported", None))
+    return any(check is not None and check() for check in checks)
+
+
+def resolve_precision(precision: str) -> str:
+    """`embedding.precision` as the encoder runs it: "auto" is bfloat16 where the CPU has it natively, else float32
+    (emulated bfloat16 is slower than float32)."""
+    if precision == "auto":
+        return "bfloat16" if native_bfloat16() else "float32"
+    return precision
+
+
 class Encoder:
     """Encodes texts to L2-normalized float32 vectors; the model loads on first use."""
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 1):
-        """`threads` as `embedding.threads`: torch threads, 0 = torch's default (one per core)."""
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 1,
+                 precision: str = "auto"):
+        """`threads` as `embedding.threads`: torch threads, 0 = torch's default (one per core); `precision` as
+        `embedding.precision`: the model's arithmetic ("auto", "float32" or "bfloat16"; vectors are float32)."""
         self.model_name = model
         self.batch_size = batch_size
         self.threads = threads
+        self.precision = precision
         self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
         self._direct = False
@@ -76,6 +96,11 @@ class Encoder:
             except Exception as exc:  # sentence-transformers raises many kinds; all mean "cannot load"
                 raise KgrError(f"cannot load embedding model {self.model_name!r}: {str(exc).splitlines()[0]}") from None
             self._model.eval()  # once: `_forward` relies on it
+            self.precision = resolve_precision(self.precision)
+            if self.precision == "bfloat16":
+                import torch
+
+                self._model.to(torch.bfloat16)
             self._direct = True  # a SentenceTransformer: small batches may skip encode()
         return self._model
 
@@ -100,12 +125,10 @@ class Encoder:
         for start in range(0, len(texts), step):
             batch = list(texts[start:start + step])
             began = time.perf_counter()
-            parts.append(
-                self.model.encode(
-                    batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                    show_progress_bar=False,
-                ).astype(np.float32, copy=False)
-            )
+            # normalized here, in float32: a bfloat16 model's own normalization leaves norms off 1 by up to 0.4%
+            vectors = self.model.encode(batch, batch_size=self.batch_size, normalize_embeddings=False,
+                                        convert_to_numpy=True, show_progress_bar=False).astype(np.float32, copy=False)
+            parts.append(vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12))
             self.encode_seconds += time.perf_counter() - began
             if progress:
                 progress(len(batch))
@@ -120,7 +143,7 @@ class Encoder:
         model = self.model
         features = model.preprocess(texts)
         lengths = features["attention_mask"].sum(dim=1).tolist()
-        groups = length_groups(lengths)
+        groups = length_groups(lengths, CALL_SLOTS[self.precision])
 
         def rows_of(rows: list[int]) -> dict:
             # padding is on the right: the rows cut to their longest text are what tokenizing them alone gives
@@ -131,7 +154,7 @@ class Encoder:
         with torch.inference_mode():
             parts = [model(rows_of(rows))["sentence_embedding"] for rows in groups]
         order = np.argsort([i for rows in groups for i in rows])
-        vectors = torch.nn.functional.normalize(torch.cat(parts), p=2, dim=1).numpy()[order]
+        vectors = torch.nn.functional.normalize(torch.cat(parts).float(), p=2, dim=1).numpy()[order]
         return vectors.astype(np.float32, copy=False)
 
     def encode_query(self, text: str) -> np.ndarray:
@@ -165,22 +188,23 @@ class TextVectors:
         return np.stack([self._vectors[t] for t in texts])
 
 
-# A forward pass costs about a fixed set-up plus its padded token slots (rows x longest row). With all-MiniLM-L6-v2 on
-# one CPU thread: 1 x 5 slots 16 ms, 8 x 5 28 ms, 8 x 42 133 ms, i.e. ~0.35 ms a slot and a set-up of ~40 slots
-CALL_SLOTS = 40
+# A forward pass costs about a fixed set-up (mostly reading the weights) plus its padded token slots (rows x longest
+# row), the set-up worth this many slots per precision (all-MiniLM-L6-v2, one CPU thread; bench/encoder_precision.py:
+# float32 ~0.2-0.35 ms a slot, bfloat16 ~0.1 ms a slot beside a ~10 ms set-up)
+CALL_SLOTS = {"float32": 40, "bfloat16": 100}
 
 
-def length_groups(lengths: Sequence[int]) -> list[list[int]]:
-    """The rows of a batch split into groups of similar token length, so that the calls' set-up plus their padded slots
-    cost least (an exact split of the rows sorted by length; a batch of like lengths stays one group)."""
+def length_groups(lengths: Sequence[int], call_slots: int = CALL_SLOTS["float32"]) -> list[list[int]]:
+    """The rows of a batch split into groups of similar token length, so that the calls' set-up (`call_slots`) plus
+    their padded slots cost least (an exact split of the rows sorted by length; like lengths stay one group)."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     n = len(order)
-    # cost[k]: the cheapest split of the k shortest rows; a group of rows j..k-1 costs CALL_SLOTS + (k - j) x longest
+    # cost[k]: the cheapest split of the k shortest rows; a group of rows j..k-1 costs call_slots + (k - j) x longest
     cost, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
     for k in range(1, n + 1):
         longest = lengths[order[k - 1]]
         for j in range(k):
-            value = cost[j] + CALL_SLOTS + (k - j) * longest
+            value = cost[j] + call_slots + (k - j) * longest
             if value < cost[k]:
                 cost[k], cut[k] = value, j
     groups, k = [], n
@@ -191,8 +215,9 @@ def length_groups(lengths: Sequence[int]) -> list[list[int]]:
 
 
 def project_encoder(config) -> Encoder:
-    """The encoder a project's `[embedding]` settings describe (model, batch size, threads)."""
-    return Encoder(config.embedding.model, config.embedding.batch_size, config.embedding.threads)
+    """The encoder a project's `[embedding]` settings describe (model, batch size, threads, precision)."""
+    return Encoder(config.embedding.model, config.embedding.batch_size, config.embedding.threads,
+                   config.embedding.precision)
 
 
 def text_hash(text: str) -> str:

@@ -507,16 +507,17 @@ def _encoder(target: Project, source_model: str | None, source_dimension: int | 
     if shared is not None and shared.model_name == target.config.embedding.model:
         return shared
     if source_dimension and source_model == target.config.embedding.model:
-        return _KnownDimensionEncoder(int(source_dimension), target.config.embedding.model,
-                                      target.config.embedding.batch_size, target.config.embedding.threads)
+        embedding = target.config.embedding
+        return _KnownDimensionEncoder(int(source_dimension), embedding.model, embedding.batch_size,
+                                      embedding.threads, embedding.precision)
     return project_encoder(target.config)
 
 
 class _KnownDimensionEncoder(Encoder):
     """Loads the model only when something must actually be encoded (dropping edges encodes nothing)."""
 
-    def __init__(self, dimension: int, model: str, batch_size: int, threads: int):
-        super().__init__(model, batch_size, threads)
+    def __init__(self, dimension: int, model: str, batch_size: int, threads: int, precision: str):
+        super().__init__(model, batch_size, threads, precision)
         self._dimension = dimension
 
     @property

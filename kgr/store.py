@@ -137,7 +137,8 @@ class GraphStore:
     def encoder(self) -> Encoder:
         if self._encoder is not None:
             return self._encoder
-        return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads)
+        return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads,
+                       self._embedding.precision)
 
     @cached_property
     def name_index(self) -> dict[str, list[int]]:

@@ -85,6 +85,7 @@ def test_bad_value_names_its_origin(tmp_path, where, expected):
         ("backbone.timeout", "0", "0.0 is out of range (must be > 0)"),
         ("csrag.temperature", "nan", "nan is out of range (must be > 0)"),
         ("reach.max_hops", "2.5", "'2.5' is not a valid int"),
+        ("embedding.precision", "fp16", "'fp16' is not one of auto, float32, bfloat16"),
     ],
 )
 def test_out_of_range_values_are_refused_naming_the_setting(tmp_path, setting, value, expected):

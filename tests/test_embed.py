@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgr.embed import CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups
+import kgr.embed
+from kgr.embed import CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups, resolve_precision
 
 
 def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch):
-    encoder = Encoder(batch_size=256, threads=1)
+    encoder = Encoder(batch_size=256, threads=1, precision="float32")
     texts = ["who directed [Dark Harbor]", "uncle", "a long passage about harbours " * 60, ""]
     reference = encoder.model.encode(texts, batch_size=256, normalize_embeddings=True, convert_to_numpy=True)
     direct = []
@@ -25,14 +26,35 @@ def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch)
     np.testing.assert_allclose(encoder.encode(many[:3]), large[:3], atol=1e-6)
 
 
+def test_bfloat16_vectors_are_unit_float32_close_to_float32s():
+    texts = ["who directed [Dark Harbor]", "uncle", "a long passage about harbours " * 60]
+    many = [f"text number {i}" for i in range(SMALL_BATCH + 1)]
+    exact, half = Encoder(precision="float32"), Encoder(precision="bfloat16")
+    for batch in (texts, many):  # the direct path and SentenceTransformer.encode's
+        vectors = half.encode(batch)
+        assert vectors.dtype == np.float32 and half.precision == "bfloat16"
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        assert ((vectors * exact.encode(batch)).sum(axis=1) > 0.99).all()
+    np.testing.assert_allclose(half.encode(many[:3]), half.encode(many)[:3], atol=0.01)
+
+
+def test_auto_precision_is_bfloat16_only_where_the_cpu_has_it(monkeypatch):
+    monkeypatch.setattr(kgr.embed, "native_bfloat16", lambda: False)
+    assert resolve_precision("auto") == "float32"
+    monkeypatch.setattr(kgr.embed, "native_bfloat16", lambda: True)
+    assert resolve_precision("auto") == "bfloat16" and resolve_precision("float32") == "float32"
+
+
 def test_length_groups_keep_short_words_apart_from_sentences():
     # eight 3-token words padded beside a 60-token sentence would cost 9 x 60 slots; apart, 8 x 3 + 60 and one set-up
     assert length_groups([60] + [3] * 8) == [list(range(1, 9)), [0]]
     assert length_groups([12, 10, 11]) == [[1, 2, 0]]  # like lengths: one call, shortest first
     assert length_groups([]) == [] and length_groups([7]) == [[0]]
     # a split pays only when it saves more padded slots than a call's set-up costs
-    assert len(length_groups([3, 3 + CALL_SLOTS // 2])) == 1
-    assert len(length_groups([3, 3, 3, 3 + CALL_SLOTS])) == 2
+    slots = CALL_SLOTS["float32"]
+    assert len(length_groups([3, 3 + slots // 2])) == 1
+    assert len(length_groups([3, 3, 3, 3 + slots])) == 2
+    assert len(length_groups([3, 3 + slots // 2], call_slots=slots // 4)) == 2  # a cheaper set-up: more calls
     rows = length_groups([5, 40, 3, 41, 4, 39])
     assert sorted(i for group in rows for i in group) == list(range(6))
 
