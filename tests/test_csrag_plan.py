@@ -1,4 +1,5 @@
-"""CS-RAG planning index: name finding (against its quadratic definition) and the labels' content words."""
+"""CS-RAG planning index: name finding (against its quadratic definition), the labels a set of words names, and
+the question words it remembers across questions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from kgr.embed import TextVectors
 from kgr.graph import normalize_name
 from kgr.methods.csrag_plan import _CHUNK, _WORD, PlanIndex, _bounded, content_tokens
 
@@ -62,6 +64,25 @@ def test_find_names_takes_the_longest_match():
     assert index.begins_a_name("new york c") and not index.begins_a_name("new yorkshire")
 
 
-def test_label_tokens_are_the_labels_content_words():
-    index = index_over(["x"], ("date_of_birth", "placeOfDeath", "the"))
-    assert index.label_tokens == [{"date", "birth"}, {"place", "death"}, set()]
+def test_a_label_is_named_by_words_that_hold_all_of_its_content_words():
+    index = index_over(["x"], ("date_of_birth", "placeOfDeath", "the", "birth"))
+    assert index.labels_named_by({"birth", "date", "when"}).tolist() == [True, False, False, True]
+    assert index.labels_named_by({"death"}).tolist() == [False, False, False, False]
+    assert index.labels_named_by({"the", "place", "death"}).tolist() == [False, True, False, False]  # no stopwords
+
+
+def test_question_words_are_encoded_once_across_questions():
+    calls: list[list[str]] = []
+
+    class Recording:
+        dimension = 2
+
+        def encode(self, texts):
+            calls.append(list(texts))
+            return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+    index = index_over(["x"], ("born in",))
+    first = index.word_vectors(["born", "city"], "where was he born", TextVectors(Recording()))
+    second = index.word_vectors(["born", "river"], "which river", TextVectors(Recording()))
+    assert calls == [["where was he born", "born", "city"], ["which river", "river"]]
+    assert first["born"].tolist() == second["born"].tolist() == [4.0, 1.0] and second["river"].tolist() == [5.0, 1.0]

@@ -45,7 +45,7 @@ import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -69,6 +69,7 @@ FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the o
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
 WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
+WORD_MEMO = 1 << 16  # single question words whose vectors a store remembers across questions
 LIKELY_LABELS = 2  # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded ahead
 WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
@@ -226,7 +227,14 @@ class PlanIndex:
         self.indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(ends, minlength=n), out=self.indptr[1:])
         self.label_words = [relation_words(label) or label for label in store.relation_labels]
-        self.label_tokens = [content_tokens(words) for words in self.label_words]  # read by every vocabulary hop
+        # which labels a hop's words name word for word: label rows by content word, and each label's word count
+        label_tokens = [content_tokens(words) for words in self.label_words]
+        rows_by_token: dict[str, list[int]] = {}
+        for row, words in enumerate(label_tokens):
+            for word in words:
+                rows_by_token.setdefault(word, []).append(row)
+        self._label_rows_by_token = {word: np.array(rows) for word, rows in rows_by_token.items()}
+        self._label_token_counts = np.array([len(words) for words in label_tokens], dtype=np.int64)
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
@@ -235,7 +243,29 @@ class PlanIndex:
         self._titles: dict[str, list[int]] | None = None
         self._sorted_names: list[str] | None = None
         self._walk = None
+        self._word_memo: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+
+    def word_vectors(self, words: Sequence[str], text: str, vectors: TextVectors) -> dict[str, np.ndarray]:
+        """The vectors of single `words`, remembered across questions (questions share most of their words); those
+        not seen yet are encoded in one call with `text`."""
+        memo = self._word_memo
+        if len(memo) > WORD_MEMO:  # an open stream of questions brings new words forever
+            memo.clear()
+        known = {w: v for w in words if (v := memo.get(w)) is not None}
+        missing = [w for w in words if w not in known]
+        known.update(zip(missing, vectors([text, *missing])[1:]))
+        memo.update((w, known[w]) for w in missing)
+        return {w: known[w] for w in words}
+
+    def labels_named_by(self, words: set[str]) -> np.ndarray:
+        """Per label, whether `words` hold every content word of it (a label with none is named by nothing)."""
+        hits = np.zeros(self._label_token_counts.size, dtype=np.int64)
+        for word in words:
+            rows = self._label_rows_by_token.get(word)
+            if rows is not None:
+                hits[rows] += 1
+        return (hits == self._label_token_counts) & (self._label_token_counts > 0)
 
     def warm(self, walk: bool) -> None:
         """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
@@ -597,7 +627,16 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
     # the residual and its words (for the labels they name) in one encoder call
     question_words = sorted(content_tokens(residual)) if mentions and len(label_vectors) else []
     first_text = residual or query.plain
-    word_vectors = dict(zip(question_words, vectors([first_text, *question_words])[1:])) if mentions else {}
+    word_vectors = index.word_vectors(question_words, first_text, vectors) if mentions else {}
+    word_label_cosines: dict[str, np.ndarray] = {}  # a question word's cosines to every label, computed once
+
+    def word_cosines(text: str) -> np.ndarray:
+        """The cosines of `text`'s embedded content words (rows, sorted) to every label (columns)."""
+        present = sorted(w for w in content_tokens(text) if w in word_vectors)
+        missing = [w for w in present if w not in word_label_cosines]
+        if missing:
+            word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
+        return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
         anchors = list(index.match_anchors(mention, anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
@@ -643,11 +682,9 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             sims = everywhere[labels]
             rank = sims
             if source == "vocabulary":
-                present = content_tokens(remaining)
-                _, cosines = _word_label_cosines(remaining, word_vectors, label_vectors)
+                cosines = word_cosines(remaining)
                 # named word for word, or by a synonym ("husband" names the spouse relation)
-                named = np.array([bool(label) and label <= present
-                                  for label in (index.label_tokens[i] for i in labels.tolist())])
+                named = index.labels_named_by(content_tokens(remaining))[labels]
                 named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows, hop, first_score, named,
