@@ -70,6 +70,7 @@ class Encoder:
         self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
         self._direct = False
+        self._pooling: str | None = None  # "mean" / "cls" when texts may share a row (`packing_pooling`)
 
     @property
     def model(self):
@@ -102,6 +103,7 @@ class Encoder:
 
                 self._model.to(torch.bfloat16)
             self._direct = True  # a SentenceTransformer: small batches may skip encode()
+            self._pooling = packing_pooling(self._model)
         return self._model
 
     @property
@@ -136,13 +138,18 @@ class Encoder:
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         """Small batches through the model's own modules, without `SentenceTransformer.encode`'s per-call set-up
-        (device resolution, eval(), length sorting: ~3 ms of a ~20 ms query), in groups of similar token lengths
-        (`length_groups`): a question's words padded beside its sentences would each cost a sentence."""
+        (device resolution, eval(), length sorting: ~3 ms of a ~20 ms query), packed several texts to a row when the
+        model allows it (`_packed`), else in groups of similar token lengths (`length_groups`): either way a
+        question's words padded beside its sentences would each cost a sentence."""
         import torch
 
         model = self.model
         features = model.preprocess(texts)
         lengths = features["attention_mask"].sum(dim=1).tolist()
+        if self._pooling is not None:
+            with torch.inference_mode():
+                pooled = self._packed(features["input_ids"], lengths)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype(np.float32, copy=False)
         groups = length_groups(lengths, CALL_SLOTS[self.precision])
 
         def rows_of(rows: list[int]) -> dict:
@@ -156,6 +163,30 @@ class Encoder:
         order = np.argsort([i for rows in groups for i in rows])
         vectors = torch.nn.functional.normalize(torch.cat(parts).float(), p=2, dim=1).numpy()[order]
         return vectors.astype(np.float32, copy=False)
+
+    def _packed(self, input_ids, lengths: list[int]):
+        """Float32 pooled vectors of texts packed into rows as long as the longest (`pack_rows`): each text keeps its
+        own positions and attends only to itself, so its vector is the one it gets alone, without padding slots."""
+        import torch
+
+        rows, width = pack_rows(lengths), max(lengths)
+        packed = torch.zeros((len(rows), width), dtype=input_ids.dtype)
+        positions = torch.zeros_like(packed)
+        text_of = torch.full_like(packed, -1)  # which text a slot holds; -1: padding (it attends to padding only)
+        spans = [(0, 0, 0)] * len(lengths)
+        for row, members in enumerate(rows):
+            at = 0
+            for i in members:
+                n = lengths[i]
+                packed[row, at:at + n], positions[row, at:at + n], text_of[row, at:at + n] = \
+                    input_ids[i, :n], torch.arange(n), i
+                spans[i], at = (row, at, n), at + n
+        mask = (text_of[:, :, None] == text_of[:, None, :])[:, None]  # rows x 1 x queries x keys
+        hidden = self.model[0].auto_model(input_ids=packed, attention_mask=mask, position_ids=positions,
+                                          token_type_ids=torch.zeros_like(packed)).last_hidden_state.float()
+        if self._pooling == "cls":
+            return torch.stack([hidden[row, at] for row, at, _ in spans])
+        return torch.stack([hidden[row, at:at + n].mean(dim=0) for row, at, n in spans])
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
@@ -192,6 +223,42 @@ class TextVectors:
 # row), the set-up worth this many slots per precision (all-MiniLM-L6-v2, one CPU thread; bench/encoder_precision.py:
 # float32 ~0.2-0.35 ms a slot, bfloat16 ~0.1 ms a slot beside a ~10 ms set-up)
 CALL_SLOTS = {"float32": 40, "bfloat16": 100}
+
+
+# Models whose texts may share a row: BERT takes explicit position ids and a prepared 4D attention mask as they are.
+# (RoBERTa-style models derive positions from the padding token; others may add relative positions.)
+PACKABLE_MODEL_TYPES = {"bert"}
+
+
+def packing_pooling(model) -> str | None:
+    """"mean" or "cls" when `model` is a packable transformer (`PACKABLE_MODEL_TYPES`) followed by that pooling and
+    at most a normalization, so that texts may share a row (`Encoder._packed`); else None."""
+    modules = list(model)
+    names = [type(module).__name__ for module in modules]
+    if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    auto = getattr(modules[0], "auto_model", None)
+    config = getattr(auto, "config", None)
+    if getattr(config, "model_type", None) not in PACKABLE_MODEL_TYPES or getattr(config, "is_decoder", False):
+        return None
+    mode = getattr(modules[1], "pooling_mode", None)
+    return mode if mode in ("mean", "cls") and getattr(modules[1], "include_prompt", True) else None
+
+
+def pack_rows(lengths: Sequence[int]) -> list[list[int]]:
+    """Texts (by index) packed into rows as long as the longest text: first fit, longest first."""
+    width = max(lengths, default=0)
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        row = next((r for r, free in enumerate(room) if free >= lengths[i]), None)
+        if row is None:
+            rows.append([i])
+            room.append(width - lengths[i])
+        else:
+            rows[row].append(i)
+            room[row] -= lengths[i]
+    return rows
 
 
 def length_groups(lengths: Sequence[int], call_slots: int = CALL_SLOTS["float32"]) -> list[list[int]]:

@@ -1,13 +1,16 @@
-"""`kgr.embed`: the Encoder with the packaged model (a question-sized batch takes the direct path and gets the same
-vectors as SentenceTransformer.encode), and the per-question memo of text vectors (TextVectors) over a fake encoder
-that records its calls."""
+"""`kgr.embed`: the Encoder with the packaged model (a question-sized batch takes the direct path, its texts packed
+into rows, and gets the same vectors as SentenceTransformer.encode), its precision, and the per-question memo of text
+vectors (TextVectors) over a fake encoder that records its calls."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
 import kgr.embed
-from kgr.embed import CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups, resolve_precision
+from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups, pack_rows, packing_pooling,
+                       resolve_precision)
 
 
 def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch):
@@ -36,6 +39,36 @@ def test_bfloat16_vectors_are_unit_float32_close_to_float32s():
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
         assert ((vectors * exact.encode(batch)).sum(axis=1) > 0.99).all()
     np.testing.assert_allclose(half.encode(many[:3]), half.encode(many)[:3], atol=0.01)
+
+
+def test_texts_packed_to_a_row_get_the_vectors_they_get_alone():
+    encoder = Encoder(precision="float32")
+    texts = ["who directed [Dark Harbor]", "uncle", "born", "the director of the film that won", "a b c d e f g h"]
+    assert packing_pooling(encoder.model) == "mean"  # the packaged MiniLM: BERT, mean pooling, normalization
+    alone = np.stack([encoder.encode([t])[0] for t in texts])
+    np.testing.assert_allclose(encoder.encode(texts), alone, atol=1e-6)
+
+
+def test_pack_rows_fills_rows_as_long_as_the_longest_text():
+    lengths = [5, 3, 2, 5, 1, 4]
+    rows = pack_rows(lengths)
+    assert rows == [[0], [3], [5, 4], [1, 2]]  # longest first, each into the first row it fits
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    assert pack_rows([]) == [] and pack_rows([7]) == [[0]]
+
+
+def test_only_a_bert_with_mean_or_cls_pooling_is_packed():
+    def named(name, **attributes):
+        return type(name, (), attributes)()
+
+    bert = SimpleNamespace(config=SimpleNamespace(model_type="bert", is_decoder=False))
+    roberta = SimpleNamespace(config=SimpleNamespace(model_type="roberta", is_decoder=False))
+    pooling = named("Pooling", pooling_mode="cls", include_prompt=True)
+    assert packing_pooling([named("Transformer", auto_model=bert), pooling]) == "cls"
+    assert packing_pooling([named("Transformer", auto_model=roberta), pooling]) is None  # positions from padding
+    assert packing_pooling([named("Transformer", auto_model=bert), named("Pooling", pooling_mode="max",
+                                                                         include_prompt=True)]) is None
+    assert packing_pooling([named("Transformer", auto_model=bert), pooling, named("Dense")]) is None
 
 
 def test_auto_precision_is_bfloat16_only_where_the_cpu_has_it(monkeypatch):

@@ -40,6 +40,17 @@ def test_embedding_threads_reach_the_encoder_but_not_the_ingest_fingerprint(meta
         torch.set_num_threads(threads)
 
 
+def test_embedding_precision_reaches_the_encoder_but_not_the_ingest_fingerprint(metaqa_project):
+    with Project.open(metaqa_project) as project:
+        before = project.config_fingerprint("ingest")
+        project.config = load_config(metaqa_project, {"embedding.precision": "float32"})
+        assert project.config_fingerprint("ingest") == before  # stored vectors stay valid under either precision
+        encoder = GraphStore(project).encoder
+        encoder.encode_query("warm up")
+    assert encoder.precision == "float32" and project_encoder(project.config).precision == "float32"
+    assert str(next(encoder.model.parameters()).dtype) == "torch.float32"
+
+
 def test_a_mention_matches_exactly_loosely_above_the_floor_or_not_at_all(metaqa_project):
     with Project.open(metaqa_project) as project:
         store = GraphStore(project)
