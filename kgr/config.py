@@ -55,8 +55,8 @@ class EmbeddingConfig:
     # 39 texts/s; bench/encoder_threads.py)
     threads: int = ranged(1, 0)
     # the encoder's arithmetic: "auto" is bfloat16 where the CPU multiplies it natively (AMX or AVX-512 BF16), else
-    # float32. bfloat16 vectors agree with float32's to cosine >= 0.998 (stored vectors are float16 anyway) and cost
-    # 2.5x less in bulk, 2-4x less for a question's batches (bench/encoder_precision.py)
+    # float32. bfloat16 vectors agree with float32's to cosine >= 0.996 (stored vectors are float16 anyway) and cost
+    # 2x less in bulk, 2-3x less for a question's batches of several texts (bench/encoder_precision.py)
     precision: str = field(default="auto", metadata={"choices": ("auto", "float32", "bfloat16")})
 
 

@@ -169,7 +169,8 @@ class Encoder:
         own positions and attends only to itself, so its vector is the one it gets alone, without padding slots."""
         import torch
 
-        rows, width = pack_rows(lengths), max(lengths)
+        rows = pack_rows(lengths)
+        width = max(sum(lengths[i] for i in row) for row in rows)
         packed = torch.zeros((len(rows), width), dtype=input_ids.dtype)
         positions = torch.zeros_like(packed)
         text_of = torch.full_like(packed, -1)  # which text a slot holds; -1: padding (it attends to padding only)
@@ -219,9 +220,10 @@ class TextVectors:
         return np.stack([self._vectors[t] for t in texts])
 
 
-# A forward pass costs about a fixed set-up (mostly reading the weights) plus its padded token slots (rows x longest
-# row), the set-up worth this many slots per precision (all-MiniLM-L6-v2, one CPU thread; bench/encoder_precision.py:
-# float32 ~0.2-0.35 ms a slot, bfloat16 ~0.1 ms a slot beside a ~10 ms set-up)
+# For models whose texts cannot share a row (`packing_pooling`): a forward pass costs about a fixed set-up (mostly
+# reading the weights) plus its padded token slots (rows x longest row); the set-up is worth this many slots per
+# precision (all-MiniLM-L6-v2, one CPU thread, bench/encoder_precision.py: float32 ~0.2-0.35 ms a slot, bfloat16
+# ~0.1 ms a slot beside a ~10 ms set-up)
 CALL_SLOTS = {"float32": 40, "bfloat16": 100}
 
 
