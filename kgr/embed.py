@@ -143,14 +143,16 @@ class Encoder:
         question's words padded beside its sentences would each cost a sentence."""
         import torch
 
-        model = self.model
-        features = model.preprocess(texts)
+        features = self.model.preprocess(texts)
         lengths = features["attention_mask"].sum(dim=1).tolist()
-        if self._pooling is not None:
-            with torch.inference_mode():
-                pooled = self._packed(features["input_ids"], lengths)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype(np.float32, copy=False)
-        groups = length_groups(lengths, CALL_SLOTS[self.precision])
+        with torch.inference_mode():
+            pooled = self._packed(features["input_ids"], lengths) if self._pooling is not None else \
+                self._grouped(features, lengths)
+        return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype(np.float32, copy=False)
+
+    def _grouped(self, features: dict, lengths: list[int]):
+        """Float32 vectors of the texts in input order, each group of like lengths (`length_groups`) one pass."""
+        import torch
 
         def rows_of(rows: list[int]) -> dict:
             # padding is on the right: the rows cut to their longest text are what tokenizing them alone gives
@@ -158,11 +160,10 @@ class Encoder:
             return {k: v[rows, :longest] if isinstance(v, torch.Tensor) and v.dim() == 2 else v
                     for k, v in features.items()}
 
-        with torch.inference_mode():
-            parts = [model(rows_of(rows))["sentence_embedding"] for rows in groups]
+        groups = length_groups(lengths, CALL_SLOTS[self.precision])
+        parts = [self.model(rows_of(rows))["sentence_embedding"] for rows in groups]
         order = np.argsort([i for rows in groups for i in rows])
-        vectors = torch.nn.functional.normalize(torch.cat(parts).float(), p=2, dim=1).numpy()[order]
-        return vectors.astype(np.float32, copy=False)
+        return torch.cat(parts).float()[torch.from_numpy(order)]
 
     def _packed(self, input_ids, lengths: list[int]):
         """Float32 pooled vectors of texts packed into rows as long as the longest (`pack_rows`): each text keeps its

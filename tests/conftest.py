@@ -6,10 +6,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 METAQA = ROOT / "fixtures" / "metaqa"
+
+
+class RecordingEncoder:
+    """Vectors from a text's length; every encode call's texts are recorded."""
+
+    dimension = 2
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import RecordingEncoder
 
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
@@ -72,17 +73,9 @@ def test_a_label_is_named_by_words_that_hold_all_of_its_content_words():
 
 
 def test_question_words_are_encoded_once_across_questions():
-    calls: list[list[str]] = []
-
-    class Recording:
-        dimension = 2
-
-        def encode(self, texts):
-            calls.append(list(texts))
-            return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
-
+    encoder = RecordingEncoder()
     index = index_over(["x"], ("born in",))
-    first = index.word_vectors(["born", "city"], "where was he born", TextVectors(Recording()))
-    second = index.word_vectors(["born", "river"], "which river", TextVectors(Recording()))
-    assert calls == [["where was he born", "born", "city"], ["which river", "river"]]
+    first = index.word_vectors(["born", "city"], "where was he born", TextVectors(encoder))
+    second = index.word_vectors(["born", "river"], "which river", TextVectors(encoder))
+    assert encoder.calls == [["where was he born", "born", "city"], ["which river", "river"]]
     assert first["born"].tolist() == second["born"].tolist() == [4.0, 1.0] and second["river"].tolist() == [5.0, 1.0]

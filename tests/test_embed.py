@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import kgr.embed
+from conftest import RecordingEncoder
 from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups, pack_rows, packing_pooling,
                        resolve_precision)
 
@@ -92,21 +93,9 @@ def test_length_groups_keep_short_words_apart_from_sentences():
     assert sorted(i for group in rows for i in group) == list(range(6))
 
 
-class FakeEncoder:
-    """Vectors from a text's length; every encode call's texts are recorded."""
-
-    dimension = 2
-
-    def __init__(self):
-        self.calls: list[list[str]] = []
-
-    def encode(self, texts):
-        self.calls.append(list(texts))
-        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
-
 
 def test_each_text_is_encoded_once():
-    encoder = FakeEncoder()
+    encoder = RecordingEncoder()
     vectors = TextVectors(encoder)
     first = vectors(["ab", "abc", "ab"])
     assert first.tolist() == [[2, 1], [3, 1], [2, 1]]
@@ -115,7 +104,7 @@ def test_each_text_is_encoded_once():
 
 
 def test_expected_texts_ride_along_with_the_next_miss():
-    encoder = FakeEncoder()
+    encoder = RecordingEncoder()
     vectors = TextVectors(encoder)
     vectors(["a"])
     vectors.expect(["bb", "a", "ccc"])  # "a" is known: not encoded again
@@ -127,3 +116,11 @@ def test_expected_texts_ride_along_with_the_next_miss():
     assert vectors(["ccc", "bb"]).tolist() == [[3, 1], [2, 1]] and len(encoder.calls) == 2
     vectors(["e"])  # the expectations were spent with the last miss
     assert encoder.calls[-1] == ["e"]
+
+
+def test_a_model_that_cannot_pack_gets_its_vectors_in_length_groups():
+    encoder = Encoder(precision="float32")
+    texts = ["who directed [Dark Harbor]", "uncle", "a long passage about harbours " * 60, ""]
+    reference = encoder.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    encoder._pooling = None  # as for a model `packing_pooling` refuses
+    np.testing.assert_allclose(encoder.encode(texts), reference, atol=1e-6)

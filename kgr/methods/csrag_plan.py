@@ -580,10 +580,15 @@ def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray],
 def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray],
                         label_vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The embedded content words of `text` (sorted) and their cosines (rows) to every label (columns)."""
-    present = sorted(w for w in content_tokens(text) if w in word_vectors)
+    present = _embedded_words(text, word_vectors)
     if not present:
         return [], np.zeros((0, len(label_vectors)))
     return present, np.stack([word_vectors[w] for w in present]) @ label_vectors.T
+
+
+def _embedded_words(text: str, word_vectors: dict[str, np.ndarray]) -> list[str]:
+    """The content words of `text` that have a vector, sorted."""
+    return sorted(w for w in content_tokens(text) if w in word_vectors)
 
 
 def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
@@ -632,7 +637,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
 
     def word_cosines(text: str) -> np.ndarray:
         """The cosines of `text`'s embedded content words (rows, sorted) to every label (columns)."""
-        present = sorted(w for w in content_tokens(text) if w in word_vectors)
+        present = _embedded_words(text, word_vectors)
         missing = [w for w in present if w not in word_label_cosines]
         if missing:
             word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
