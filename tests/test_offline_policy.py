@@ -603,9 +603,10 @@ def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
     counting = CountingEmbed()
     policy = OfflinePolicy(counting, schema, max_hops=3, settings=OfflineConfig(steps_per_type=4))
     scorer = policy._scorer("in which country is the city where [Ada] was born located", anchor)
-    tails = policy._lookahead("place", 2, scorer)
-    assert len(tails) <= 1 + 4 + 4 * 4  # not 1 + 151 + 151 * 151
-    assert (("is located in", "place"),) in tails
+    rows, lengths = policy._tail_rows("place", 2, scorer)
+    assert len(rows) <= 1 + 4 + 4 * 4  # not 1 + 151 + 151 * 151
+    assert lengths[0] == 0 and rows.shape[1] == 2
+    assert ("is located in", "place") in {policy._step_list[row[0]] for row, n in zip(rows, lengths) if n == 1}
     order, query = policy.rank_trajectories("q", "in which country is the city where [Ada] was born located", anchor,
                                             options)
     assert order == [0] and query.startswith("was born in")
@@ -667,14 +668,16 @@ def test_compiled_chains_match_their_step_by_step_definition():
         chains += [(("acted_in", "movie"), ("acted_in", "person")), (("made_by", "movie"), ("made_by", "year"))]
         for length in {len(c) for c in chains}:
             group = [c for c in chains if len(c) == length]
-            ids, returning, chain_priors = pol._chain_arrays(group, anchor_types)
-            assert pol._chain_arrays(list(group), anchor_types)[0] is ids  # the group is memoized whole
+            ids, lengths = pol._chain_rows(group)
+            assert (lengths == length).all()
+            returning, chain_priors = pol._chain_arrays(ids, anchor_types)
+            assert pol._chain_arrays(ids.copy(), anchor_types)[0] is returning  # the group is memoized whole
             for chain, chain_ids, chain_returning, prior in zip(group, ids.tolist(), returning.tolist(), chain_priors):
                 assert [pol._step_list[i] for i in chain_ids] == list(chain)
                 want_returning, want_prior = _reference_row(chain, anchor_types, priors)
                 assert tuple(chain_returning) == tuple(want_returning) and prior == want_prior, chain
     pair = [(("acted_in", "movie"), ("acted_in", "person"))]
-    assert pol._chain_arrays(pair, ["person"])[1].all()  # the check can see out-and-back steps
+    assert pol._chain_arrays(pol._chain_rows(pair)[0], ["person"])[0].all()  # the check can see out-and-back steps
 
 
 def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_mentions():

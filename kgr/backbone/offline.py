@@ -123,7 +123,7 @@ class OfflinePolicy:
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
-        self._groups: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._groups: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._memoized = 0  # chains in _groups
         self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
         self._step_list: list[tuple[str, str]] = []
@@ -132,7 +132,7 @@ class OfflinePolicy:
         self._relation_numbers: dict[str, int] = {}
         self._type_numbers: dict[str, int] = {}
         self._type_names: list[str] = []
-        self._tails: dict[tuple[str, int], list[Chain]] = {}
+        self._tail_rows_memo: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         # label words several relations share, each with the relations using it ("plays": plays_in_club, ...)
@@ -141,7 +141,7 @@ class OfflinePolicy:
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
-        self._steps: tuple | None = None
+        self._crowded: tuple | None = None
         self._last_scorer: tuple[tuple, Callable] | None = None
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
@@ -162,18 +162,20 @@ class OfflinePolicy:
         if not options:
             return [], ""
         scorer = self._scorer(question, anchor)
-        chains, owners = [], []
+        blocks, owners = [], []
         for index, option in enumerate(options):
+            tails = self._tail_rows(option.type, self.max_hops - 1, scorer)
             for relation in self._relations(option, anchor.types, scorer.affinity):
-                for tail in self._lookahead(option.type, self.max_hops - 1, scorer):
-                    chains.append(((relation, option.type),) + tail)
-                    owners.append(index)
-        scores = scorer(chains)
+                blocks.append(_prefixed([self._step_id((relation, option.type))], tails))
+                owners.append(np.full(len(tails[0]), index, dtype=np.int64))
+        ids, lengths = _stacked(blocks)
+        scores = scorer.rows(ids, lengths)
+        owner = np.concatenate(owners)
         best = np.full(len(options), -np.inf)
-        np.maximum.at(best, np.array(owners, dtype=np.int64), scores)
+        np.maximum.at(best, owner, scores)
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
-        candidates = [i for i, owner in enumerate(owners) if owner == order[0]]
-        relation, type_name = chains[max(candidates, key=lambda i: scores[i])][0]
+        candidates = np.flatnonzero(owner == order[0])
+        relation, type_name = self._step_list[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
         return order, step_query(relation, type_name)
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
@@ -184,7 +186,9 @@ class OfflinePolicy:
         """
         steps = {(r, o.type) for o in options for r in o.relations}
         scorer = self._scorer(question, anchor)
-        steps |= {step for o in options for tail in self._lookahead(o.type, self.max_hops - 1, scorer) for step in tail}
+        for option in options:
+            rows, _ = self._tail_rows(option.type, self.max_hops - 1, scorer)
+            steps |= {self._step_list[i] for i in np.unique(rows[rows >= 0]).tolist()}
         best = scorer.best_match(sorted(steps))
         return best is None or best >= self.settings.confident_similarity
 
@@ -192,15 +196,16 @@ class OfflinePolicy:
                options: list[TrajectoryOption], max_hops: int) -> Step:
         scorer = self._scorer(question, anchor)
         done: Chain = tuple((h.relation, h.type) for h in walk)
-        stops = [done[:d] for d in range(1, len(done) + 1)]
+        done_ids = [self._step_id(step) for step in done]
+        stops = [_prefixed(done_ids[:d], _NO_TAIL) for d in range(1, len(done) + 1)]
         goes, moves = [], []
         if len(done) < max_hops:
             for index, option in enumerate(options):
+                tails = self._tail_rows(option.type, max_hops - len(done) - 1, scorer)
                 for relation in self._relations(option, [done[-1][1]], scorer.affinity):
-                    for tail in self._lookahead(option.type, max_hops - len(done) - 1, scorer):
-                        goes.append(done + ((relation, option.type),) + tail)
-                        moves.append((index, relation))
-        scores = scorer(stops + goes)
+                    goes.append(_prefixed(done_ids + [self._step_id((relation, option.type))], tails))
+                    moves += [(index, relation)] * len(tails[0])
+        scores = scorer.rows(*_stacked(stops + goes))
         best_stop = int(np.argmax(scores[:len(stops)]))  # the first (shallowest) of equal scores
         stop_score, margin = scores[best_stop], self.settings.tie_margin
         if goes:
@@ -225,7 +230,7 @@ class OfflinePolicy:
     def warm(self) -> None:
         """Embed the schema's step texts and shared label words now, so that the first question does not pay for them
         on its clock."""
-        self._step_matrix()
+        self._crowded_steps()
         self._shared_matrix()
 
     def prepare(self, question: str, anchor_names: list[str]) -> None:
@@ -235,26 +240,27 @@ class OfflinePolicy:
         self._encode_missing(sorted(words - SHARING_CUES - {"co"}))
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def _chain_arrays(self, chains: list[Chain], anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For chains of one length: their steps' ids (into `_step_list`, chains x steps), which steps are part of an
-        out-and-back pair, and each chain's prior; compiled as arrays. The last few groups are memoized whole: on a
-        schema-sized graph the same groups come back question after question (an open vocabulary brings thousands of
-        new chains per question, which a memo per chain would cost as much to look up as to compile)."""
-        memo = len(chains) <= _GROUP_CHAINS
-        key = (tuple(chains), tuple(anchor_types)) if memo else None
+    def _chain_arrays(self, ids: np.ndarray, anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and each chain's
+        prior (`_compile`). The last few groups are memoized whole: on a schema-sized graph the same groups come back
+        question after question (an open vocabulary brings thousands of new chains per question, which a memo per
+        chain would cost as much to look up as to compile)."""
+        memo = len(ids) <= _GROUP_CHAINS
+        key = (ids.shape, ids.tobytes(), tuple(anchor_types)) if memo else None
         found = self._groups.get(key) if memo else None
         if found is None:
-            step_id = self._step_id
-            ids = np.array([[step_id(step) for step in chain] for chain in chains], dtype=np.int64)
-            ids = ids.reshape(len(chains), len(chains[0]) if chains else 0)
-            found = (ids, *self._compile(ids, tuple(anchor_types)))
+            found = self._compile(ids, tuple(anchor_types))
             if memo:
-                self._memoized += len(chains)
+                self._memoized += len(ids)
                 if self._memoized > _CHAINS_KEPT:
                     self._groups.clear()  # starts afresh (one atomic step: questions may run concurrently)
-                    self._memoized = len(chains)
+                    self._memoized = len(ids)
                 self._groups[key] = found
         return found
+
+    def _chain_rows(self, chains: list[Chain]) -> tuple[np.ndarray, np.ndarray]:
+        """Chains as rows of step ids padded with -1, and their lengths."""
+        return _stacked([_prefixed([self._step_id(step) for step in chain], _NO_TAIL) for chain in chains])
 
     def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
@@ -344,51 +350,57 @@ class OfflinePolicy:
             return None  # the verb fits two of the anchor's types about equally: no role to prefer
         return self._way_out(anchor_types[int(np.argmax(sims))])
 
-    def _lookahead(self, type_name: str, depth: int, scorer=None) -> list[Chain]:
-        """All continuations of up to `depth` steps from a type along the schema, the empty one included.
+    def _tail_rows(self, type_name: str, depth: int, scorer) -> tuple[np.ndarray, np.ndarray]:
+        """All continuations of up to `depth` steps from a type along the schema, the empty one first, as rows of step
+        ids padded with -1 to `depth` and their lengths; built once per scorer (every trajectory into the type
+        extends the same tails).
 
         Along a type with more than `steps_per_type` schema steps (an LLM-built graph has thousands of relation
         phrasings) only the steps most like the question's words are followed (`scorer.schema`): the others explain
         no word and cost the unsupported penalty, and following them all multiplies the chains by the vocabulary."""
-        schema, tails = (self.schema, self._tails) if scorer is None else (scorer.schema, scorer.tails)
         key = (type_name, depth)
-        if key not in tails:
-            chains: list[Chain] = [()]
-            if depth > 0:
-                for relation, next_type in schema.get(type_name, []):
-                    for tail in self._lookahead(next_type, depth - 1, scorer):
-                        chains.append(((relation, next_type),) + tail)
-            tails[key] = chains
-        return tails[key]
+        found = scorer.tail_rows.get(key)
+        if found is None:
+            rows, lengths = np.full((1, depth), -1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+            steps = scorer.schema.get(type_name, []) if depth > 0 else []
+            if steps:
+                tails = [self._tail_rows(next_type, depth - 1, scorer) for _, next_type in steps]
+                first = np.repeat(np.array([self._step_id(step) for step in steps], dtype=np.int64),
+                                  [len(below) for below, _ in tails])
+                rows = np.vstack([rows, np.hstack([first[:, None], np.vstack([below for below, _ in tails])])])
+                lengths = np.concatenate([lengths] + [below_lengths + 1 for _, below_lengths in tails])
+            found = scorer.tail_rows[key] = (rows, lengths)
+        return found
 
-    def _step_matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The schema steps' distinct texts' vectors, each step's texts as rows of them (slots) and each step's
-        first slot, built once (steps listed type by type, as in the schema)."""
-        if self._steps is None:
-            steps = [(r, t) for type_steps in self.schema.values() for r, t in type_steps]
-            texts = [step_texts(r, t) for r, t in steps]
+    def _crowded_steps(self) -> tuple[list[tuple[str, list[tuple[str, str]]]], np.ndarray, np.ndarray, np.ndarray]:
+        """The types with more than `steps_per_type` schema steps, with their steps; those steps' distinct texts'
+        vectors, each step's texts as slots into them and each step's first slot. Built once; every schema step's
+        texts are embedded on the way (`warm`)."""
+        if self._crowded is None:
+            self._vector(list(dict.fromkeys(text for steps in self.schema.values() for r, t in steps
+                                            for text in step_texts(r, t))))
+            crowded = [(t, steps) for t, steps in self.schema.items() if len(steps) > self.settings.steps_per_type]
+            texts = [step_texts(r, t) for _, steps in crowded for r, t in steps]
             unique = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
             slots = np.array([unique[text] for group in texts for text in group], dtype=np.int64)
             starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
-            self._steps = (self._vector(list(unique)), slots, starts)
-        return self._steps
+            self._crowded = (crowded, self._vector(list(unique)), slots, starts)
+        return self._crowded
 
     def _question_schema(self, word_vectors: np.ndarray | None) -> dict[str, list[tuple[str, str]]] | None:
         """The schema with each type's steps cut to the `steps_per_type` most like a question word (None: no cut).
 
         Kept steps stay in frequency order, so ties break as on the whole schema."""
-        limit = self.settings.steps_per_type
-        if word_vectors is None or all(len(steps) <= limit for steps in self.schema.values()):
+        crowded, columns, slots, starts = self._crowded_steps()
+        if word_vectors is None or not crowded:
             return None
-        columns, slots, starts = self._step_matrix()
+        limit = self.settings.steps_per_type
         relevance = np.maximum.reduceat((word_vectors @ columns.T).max(axis=0)[slots], starts)
-        cut, first = {}, 0
-        for type_name, type_steps in self.schema.items():  # _step_matrix lists the steps type by type
+        cut, first = dict(self.schema), 0
+        for type_name, type_steps in crowded:  # relevance lists the crowded types' steps in this order
             count = len(type_steps)
-            if count > limit:
-                kept = np.sort(np.argpartition(-relevance[first:first + count], limit)[:limit])
-                type_steps = [type_steps[i] for i in kept]
-            cut[type_name] = type_steps
+            kept = np.sort(np.argpartition(-relevance[first:first + count], limit)[:limit])
+            cut[type_name] = [type_steps[i] for i in kept]
             first += count
         return cut
 
@@ -489,18 +501,18 @@ class OfflinePolicy:
                 sims = np.maximum(sims, lifted)
             return sims
 
-        def score(chains: list[Chain]) -> np.ndarray:
-            scores = np.full(len(chains), -np.inf)
+        def rows(chain_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+            """Scores of chains given as rows of step ids (padded with -1) and their lengths."""
+            scores = np.full(len(lengths), -np.inf)
             if word_vectors is None:
-                for i, chain in enumerate(chains):
-                    scores[i] = -settings.step_cost * len(chain) if chain else -np.inf
-                return scores
-            lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+                return np.where(lengths > 0, -settings.step_cost * lengths, -np.inf)
             groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
             if not groups:
                 return scores
-            facts = {length: self._chain_arrays([chains[i] for i in members.tolist()], anchor.types)
-                     for length, members in groups.items()}
+            facts = {}
+            for length, members in groups.items():
+                group_ids = np.ascontiguousarray(chain_ids[members, :length])
+                facts[length] = (group_ids, *self._chain_arrays(group_ids, anchor.types))
             # the distinct steps of these chains, and each chain step's place among them
             every_step = np.concatenate([ids.ravel() for ids, _, _ in facts.values()])
             used, inverse = np.unique(every_step, return_inverse=True)
@@ -560,11 +572,35 @@ class OfflinePolicy:
                 return None
             return float(similarities(steps).max())
 
+        def score(chains: list[Chain]) -> np.ndarray:
+            return rows(*self._chain_rows(chains))
+
+        score.rows = rows
         score.affinity = affinity
         score.best_match = best_match
         cut = self._question_schema(word_vectors)
-        score.schema, score.tails = (self.schema, self._tails) if cut is None else (cut, {})
+        score.schema, score.tail_rows = (self.schema, self._tail_rows_memo) if cut is None else (cut, {})
         return score
+
+
+_NO_TAIL = (np.zeros((1, 0), dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+
+def _prefixed(prefix: list[int], tails: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Chains that take the `prefix` steps and then each tail (rows of step ids padded with -1, and lengths)."""
+    rows, lengths = tails
+    head = np.broadcast_to(np.array(prefix, dtype=np.int64), (len(rows), len(prefix)))
+    return np.hstack([head, rows]), lengths + len(prefix)
+
+
+def _stacked(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks of chain rows as one matrix, padded with -1 to the widest, and their lengths (in block order)."""
+    if not blocks:
+        return np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    width = max(rows.shape[1] for rows, _ in blocks)
+    padded = [rows if rows.shape[1] == width else
+              np.hstack([rows, np.full((len(rows), width - rows.shape[1]), -1, dtype=np.int64)]) for rows, _ in blocks]
+    return np.vstack(padded), np.concatenate([lengths for _, lengths in blocks])
 
 
 def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
