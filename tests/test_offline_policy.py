@@ -686,3 +686,22 @@ def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_
     assert question_words(question, "Ember Solar") == [("who", 6), ("born", 4), ("founded", 1)]
     assert question_words(question, "Lyon") == [("who", 4), ("born", 2), ("founded", 2)]
     assert question_words(question, "Somewhere Else") == question_words(question, "Lyon")  # none names it: the first
+
+
+def test_fanned_chains_are_listed_first_step_by_first_step_as_a_loop_would():
+    """The rows DotRAG scores are the chains a loop over first steps, then tails, would build (ties go to the first)."""
+    from kgr.backbone.offline import _fanned, _stacked
+
+    schema = {"person": [("born_in", "city"), ("works_for", "company")], "city": [("in_country", "country")],
+              "company": [("based_in", "city")]}
+    pol = OfflinePolicy(bow_embed, schema, max_hops=3)
+    scorer = pol._scorer("where was [Ada] born", anchor("Ada", "person"))
+    tails = [(), (("born_in", "city"),), (("born_in", "city"), ("in_country", "country")),
+             (("works_for", "company"),), (("works_for", "company"), ("based_in", "city"))]
+    tail_rows = pol._tail_rows("person", 2, scorer)
+    assert [a.tolist() for a in tail_rows] == [a.tolist() for a in pol._chain_rows(tails)]  # schema order, padded
+    walk, firsts = (("knows", "person"),), [("x", "person"), ("y", "person")]
+    rows, lengths = _stacked([pol._chain_rows([walk]), _fanned([pol._step_id(s) for s in walk],
+                                                               [pol._step_id(s) for s in firsts], tail_rows)])
+    want_rows, want_lengths = pol._chain_rows([walk] + [walk + (first,) + tail for first in firsts for tail in tails])
+    assert rows.tolist() == want_rows.tolist() and lengths.tolist() == want_lengths.tolist()

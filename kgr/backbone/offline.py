@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -165,9 +165,9 @@ class OfflinePolicy:
         blocks, owners = [], []
         for index, option in enumerate(options):
             tails = self._tail_rows(option.type, self.max_hops - 1, scorer)
-            for relation in self._relations(option, anchor.types, scorer.affinity):
-                blocks.append(_prefixed([self._step_id((relation, option.type))], tails))
-                owners.append(np.full(len(tails[0]), index, dtype=np.int64))
+            relations = self._relations(option, anchor.types, scorer.affinity)
+            blocks.append(_fanned([], [self._step_id((r, option.type)) for r in relations], tails))
+            owners.append(np.full(len(blocks[-1][1]), index, dtype=np.int64))
         ids, lengths = _stacked(blocks)
         scores = scorer.rows(ids, lengths)
         owner = np.concatenate(owners)
@@ -197,19 +197,19 @@ class OfflinePolicy:
         scorer = self._scorer(question, anchor)
         done: Chain = tuple((h.relation, h.type) for h in walk)
         done_ids = [self._step_id(step) for step in done]
-        stops = [_prefixed(done_ids[:d], _NO_TAIL) for d in range(1, len(done) + 1)]
+        stops = self._chain_rows(done[:d] for d in range(1, len(done) + 1))  # the walk so far, stopped at each depth
         goes, moves = [], []
         if len(done) < max_hops:
             for index, option in enumerate(options):
                 tails = self._tail_rows(option.type, max_hops - len(done) - 1, scorer)
-                for relation in self._relations(option, [done[-1][1]], scorer.affinity):
-                    goes.append(_prefixed(done_ids + [self._step_id((relation, option.type))], tails))
-                    moves += [(index, relation)] * len(tails[0])
-        scores = scorer.rows(*_stacked(stops + goes))
-        best_stop = int(np.argmax(scores[:len(stops)]))  # the first (shallowest) of equal scores
+                relations = self._relations(option, [done[-1][1]], scorer.affinity)
+                goes.append(_fanned(done_ids, [self._step_id((r, option.type)) for r in relations], tails))
+                moves += [(index, relation) for relation in relations for _ in range(len(tails[1]))]
+        scores = scorer.rows(*_stacked([stops] + goes))
+        best_stop = int(np.argmax(scores[:len(done)]))  # the first (shallowest) of equal scores
         stop_score, margin = scores[best_stop], self.settings.tie_margin
         if goes:
-            go_scores = scores[len(stops):]
+            go_scores = scores[len(done):]
             best_go = int(np.argmax(go_scores))
             go_score = go_scores[best_go]
             # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
@@ -258,9 +258,14 @@ class OfflinePolicy:
                 self._groups[key] = found
         return found
 
-    def _chain_rows(self, chains: list[Chain]) -> tuple[np.ndarray, np.ndarray]:
+    def _chain_rows(self, chains: Iterable[Chain]) -> tuple[np.ndarray, np.ndarray]:
         """Chains as rows of step ids padded with -1, and their lengths."""
-        return _stacked([_prefixed([self._step_id(step) for step in chain], _NO_TAIL) for chain in chains])
+        chains = list(chains)
+        lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+        rows = np.full((len(chains), int(lengths.max(initial=0))), -1, dtype=np.int64)
+        for row, chain in zip(rows, chains):
+            row[:len(chain)] = [self._step_id(step) for step in chain]
+        return rows, lengths
 
     def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
@@ -583,24 +588,29 @@ class OfflinePolicy:
         return score
 
 
-_NO_TAIL = (np.zeros((1, 0), dtype=np.int64), np.zeros(1, dtype=np.int64))
-
-
-def _prefixed(prefix: list[int], tails: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Chains that take the `prefix` steps and then each tail (rows of step ids padded with -1, and lengths)."""
+def _fanned(prefix: list[int], firsts: list[int], tails: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Chains that take the `prefix` steps, then one of the `firsts`, then each tail (rows of step ids padded with -1,
+    and lengths); ordered first step by first step, as a loop over them and then over the tails would list them."""
     rows, lengths = tails
-    head = np.broadcast_to(np.array(prefix, dtype=np.int64), (len(rows), len(prefix)))
-    return np.hstack([head, rows]), lengths + len(prefix)
+    width = len(prefix) + 1
+    out = np.empty((len(firsts), len(rows), width + rows.shape[1]), dtype=np.int64)  # first step x tail x step
+    out[:, :, :len(prefix)] = prefix
+    out[:, :, len(prefix)] = np.array(firsts, dtype=np.int64)[:, None]
+    out[:, :, width:] = rows
+    out_lengths = np.empty((len(firsts), len(rows)), dtype=np.int64)
+    out_lengths[:] = lengths + width
+    return out.reshape(-1, out.shape[2]), out_lengths.ravel()
 
 
 def _stacked(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Blocks of chain rows as one matrix, padded with -1 to the widest, and their lengths (in block order)."""
-    if not blocks:
-        return np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    width = max(rows.shape[1] for rows, _ in blocks)
-    padded = [rows if rows.shape[1] == width else
-              np.hstack([rows, np.full((len(rows), width - rows.shape[1]), -1, dtype=np.int64)]) for rows, _ in blocks]
-    return np.vstack(padded), np.concatenate([lengths for _, lengths in blocks])
+    width = max((rows.shape[1] for rows, _ in blocks), default=0)
+    out = np.full((sum(len(rows) for rows, _ in blocks), width), -1, dtype=np.int64)
+    start = 0
+    for rows, _ in blocks:
+        out[start:start + len(rows), :rows.shape[1]] = rows
+        start += len(rows)
+    return out, np.concatenate([lengths for _, lengths in blocks]) if blocks else np.zeros(0, dtype=np.int64)
 
 
 def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
