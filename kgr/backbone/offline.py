@@ -162,15 +162,10 @@ class OfflinePolicy:
         if not options:
             return [], ""
         scorer = self._scorer(question, anchor)
-        blocks, owners = [], []
-        for index, option in enumerate(options):
-            tails = self._tail_rows(option.type, self.max_hops - 1, scorer)
-            relations = self._relations(option, anchor.types, scorer.affinity)
-            blocks.append(_fanned([], [self._step_id((r, option.type)) for r in relations], tails))
-            owners.append(np.full(len(blocks[-1][1]), index, dtype=np.int64))
+        blocks = [block for _, block in self._option_chains(options, [], anchor.types, self.max_hops - 1, scorer)]
         ids, lengths = _stacked(blocks)
         scores = scorer.rows(ids, lengths)
-        owner = np.concatenate(owners)
+        owner = np.repeat(np.arange(len(options)), [len(block_lengths) for _, block_lengths in blocks])
         best = np.full(len(options), -np.inf)
         np.maximum.at(best, owner, scores)
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
@@ -200,11 +195,11 @@ class OfflinePolicy:
         stops = self._chain_rows(done[:d] for d in range(1, len(done) + 1))  # the walk so far, stopped at each depth
         goes, moves = [], []
         if len(done) < max_hops:
-            for index, option in enumerate(options):
-                tails = self._tail_rows(option.type, max_hops - len(done) - 1, scorer)
-                relations = self._relations(option, [done[-1][1]], scorer.affinity)
-                goes.append(_fanned(done_ids, [self._step_id((r, option.type)) for r in relations], tails))
-                moves += [(index, relation) for relation in relations for _ in range(len(tails[1]))]
+            chains = self._option_chains(options, done_ids, [done[-1][1]], max_hops - len(done) - 1, scorer)
+            for index, (relations, block) in enumerate(chains):
+                goes.append(block)
+                per_relation = len(block[1]) // len(relations)
+                moves += [(index, relation) for relation in relations for _ in range(per_relation)]
         scores = scorer.rows(*_stacked([stops] + goes))
         best_stop = int(np.argmax(scores[:len(done)]))  # the first (shallowest) of equal scores
         stop_score, margin = scores[best_stop], self.settings.tie_margin
@@ -225,6 +220,17 @@ class OfflinePolicy:
                 keep = [best_stop + 1] if margin > 0 and abs(go_score - stop_score) < margin else []
                 return Continue(index, step_query(relation, options[index].type), list(also.items()), keep)
         return Stop([best_stop + 1])
+
+    def _option_chains(self, options: list[TrajectoryOption], prefix: list[int], from_types: list[str], depth: int,
+                       scorer) -> list[tuple[list[str], tuple[np.ndarray, np.ndarray]]]:
+        """Per option: its relations from `from_types` (`_relations`), and the chains that take the `prefix` steps, one
+        of those relations into the option's type, then each continuation of up to `depth` steps (`_fanned`)."""
+        found = []
+        for option in options:
+            relations = self._relations(option, from_types, scorer.affinity)
+            firsts = [self._step_id((relation, option.type)) for relation in relations]
+            found.append((relations, _fanned(prefix, firsts, self._tail_rows(option.type, depth, scorer))))
+        return found
 
     # -- vectors -----------------------------------------------------------------------------------------------
     def warm(self) -> None:
@@ -508,9 +514,9 @@ class OfflinePolicy:
 
         def rows(chain_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
             """Scores of chains given as rows of step ids (padded with -1) and their lengths."""
-            scores = np.full(len(lengths), -np.inf)
             if word_vectors is None:
                 return np.where(lengths > 0, -settings.step_cost * lengths, -np.inf)
+            scores = np.full(len(lengths), -np.inf)
             groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
             if not groups:
                 return scores
