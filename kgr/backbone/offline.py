@@ -41,6 +41,7 @@ question word names a reachable step at all (else DotRAG hedges over several tra
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
@@ -110,6 +111,7 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
 # Compiled chain groups memoized (OfflinePolicy._chain_arrays): groups of at most 1,000 chains, 200,000 chains in all
 # before the memo starts afresh (tens of MB at most)
 _GROUP_CHAINS, _CHAINS_KEPT = 1000, 200_000
+RECENT_SCORERS = 8  # a question's anchors (rarely more than 3) and the questions running beside it
 _PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
 
 
@@ -142,7 +144,8 @@ class OfflinePolicy:
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
         self._crowded: tuple | None = None
-        self._last_scorer: tuple[tuple, Callable] | None = None
+        self._recent_scorers: dict[tuple, Callable] = {}
+        self._scorers_lock = threading.Lock()
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
@@ -459,14 +462,18 @@ class OfflinePolicy:
         return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
     def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
-        """A function scoring many chains at once for this question (the last one is reused: a question's
-        ranking, confidence check and reviews all ask for the same)."""
+        """A function scoring many chains at once for this question and anchor (the recent ones are reused: a
+        question's ranking, confidence check and reviews all ask for the same, and a walk from each of several anchors
+        comes after every anchor's ranking)."""
         key = (question, anchor.name, tuple(anchor.types))
-        last = self._last_scorer  # one read: concurrent questions may replace it
-        if last is not None and last[0] == key:
-            return last[1]
-        scorer = self._new_scorer(question, anchor)
-        self._last_scorer = (key, scorer)
+        recent = self._recent_scorers
+        scorer = recent.get(key)
+        if scorer is None:
+            scorer = self._new_scorer(question, anchor)
+            with self._scorers_lock:  # questions may run in threads
+                recent[key] = scorer
+                while len(recent) > RECENT_SCORERS:
+                    del recent[next(iter(recent))]  # the oldest
         return scorer
 
     def _new_scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:

@@ -103,10 +103,46 @@ class Path:
     rids: tuple[int, ...]
     eids: tuple[int, ...]
     sims: tuple[float, ...]
+    score: float = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
-    @property
-    def score(self) -> float:
-        return float(sum(self.sims))
+    def __post_init__(self) -> None:
+        if self.score is None:  # the similarities summed left to right (a walk's extension passes the same sum)
+            self.score = float(sum(self.sims))
+
+
+@dataclass
+class PathLayer:
+    """A walk's paths of one depth as arrays, best first: path i extends path `parent[i]` of the depth before by
+    relationship `rids[i]` to entity `eids[i]` at (rounded) similarity `sims[i]`; `scores` are the sums so far."""
+
+    parent: np.ndarray
+    rids: np.ndarray
+    eids: np.ndarray
+    sims: np.ndarray
+    scores: np.ndarray
+
+    @classmethod
+    def start(cls, anchor: int) -> "PathLayer":
+        """Depth 0: the anchor alone."""
+        empty = np.empty(0, dtype=np.int64)
+        return cls(np.array([-1]), empty, np.array([anchor], dtype=np.int64), np.empty(0), np.zeros(1))
+
+
+def layer_paths(layers: list[PathLayer], depth: int) -> list[Path]:
+    """The paths of `depth` as Path objects, traced back through the layers before it."""
+    at = np.arange(len(layers[depth].eids))
+    rids, eids, sims = [], [], []
+    for layer in layers[depth:0:-1]:
+        rids.append(layer.rids[at])
+        eids.append(layer.eids[at])
+        sims.append(layer.sims[at])
+        at = layer.parent[at]
+    eids.append(layers[0].eids[at])
+    rids_rows = np.stack(rids[::-1], axis=1).tolist()
+    eids_rows = np.stack(eids[::-1], axis=1).tolist()
+    sims_rows = np.stack(sims[::-1], axis=1).tolist()
+    return [Path(tuple(r), tuple(e), tuple(x), score)
+            for r, e, x, score in zip(rids_rows, eids_rows, sims_rows, layers[depth].scores.tolist())]
 
 
 @dataclass
@@ -380,7 +416,7 @@ class DotRAG:
         anchor = pair.anchor
         anchor_option = AnchorOption(store.names[anchor], store.types_of(anchor), True, 1.0)
         frontier = np.array([anchor], dtype=np.int32)
-        by_depth: dict[int, list[Path]] = {0: [Path((), (anchor,), ())]}
+        layers = [PathLayer.start(anchor)]  # layers[d]: the paths of depth d
         walk: list[HopSummary] = []
         # the hop's branches: (type, query, candidate edges); near ties in a review add branches (recall first)
         branches: list[tuple[str, str, Any]] = [(pair.type, pair.query, None)]
@@ -403,7 +439,7 @@ class DotRAG:
             rids, near, far, sims = rids[unique], near[unique], far[unique], sims[unique]
             if not len(rids):
                 break
-            by_depth[depth] = self._extend(by_depth[depth - 1], rids, near, far, sims)
+            layers.append(self._extend(layers[-1], rids, near, far, sims))
             frontier = np.unique(far).astype(np.int32)
             type_name, hop_query = branches[0][0], branches[0][1]
             walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[0])), len(rids),
@@ -418,12 +454,12 @@ class DotRAG:
                             if 0 <= i < len(options)]
                 also_depths += step.keep
                 continue
-            preferred = [d for d in step.depths if d in by_depth and d > 0]
+            preferred = [d for d in step.depths if 0 < d < len(layers)]
             break
-        preferred += [d for d in also_depths if d in by_depth and d not in preferred]
+        preferred += [d for d in also_depths if 0 < d < len(layers) and d not in preferred]
         if not preferred and walk:
             preferred = [len(walk)]
-        paths = [p for d in preferred for p in by_depth.get(d, [])]
+        paths = [p for d in preferred for p in layer_paths(layers, d)]
         return paths, walk, preferred
 
     def _conjoin(self, query: Query, paths: list[Path]) -> tuple[list[Path], set[int] | None]:
@@ -451,9 +487,11 @@ class DotRAG:
             return paths, shared
         cut: dict[tuple[int, ...], Path] = {}
         for path in paths:
-            last = max((i for i, e in enumerate(path.eids) if e in shared), default=0)
-            if last:
-                cut.setdefault(path.rids[:last], Path(path.rids[:last], path.eids[:last + 1], path.sims[:last]))
+            if shared.isdisjoint(path.eids):  # the anchor, first, is never shared
+                continue
+            last = max(i for i, e in enumerate(path.eids) if e in shared)
+            if path.rids[:last] not in cut:
+                cut[path.rids[:last]] = Path(path.rids[:last], path.eids[:last + 1], path.sims[:last])
         return list(cut.values()), shared
 
     def _candidates(self, anchor: int, depth: int, type_id: int, frontier: np.ndarray):
@@ -503,15 +541,21 @@ class DotRAG:
     def _label_vectors(self) -> np.ndarray:
         return self.store.encoder.encode([label_words(label) for label in self.store.relation_labels])
 
-    def _extend(self, paths: list[Path], rids, near, far, sims) -> list[Path]:
-        ending: dict[int, list[Path]] = {}
-        for path in paths:
-            ending.setdefault(path.eids[-1], []).append(path)
-        extended = [Path(p.rids + (int(r),), p.eids + (int(v),), p.sims + (round(float(s), 4),))
-                    for r, u, v, s in zip(rids.tolist(), near.tolist(), far.tolist(), sims.tolist())
-                    for p in ending.get(u, [])]
-        extended.sort(key=lambda p: -p.score)
-        return extended[: 4 * max(self.settings.search_top, len(rids))]
+    def _extend(self, layer: PathLayer, rids, near, far, sims) -> PathLayer:
+        """The paths one hop longer through the picked relationships (each one extends every path ending at its near
+        entity), best first, at most 4 x max(search_top, picked)."""
+        by_end = np.argsort(layer.eids, kind="stable")  # the paths grouped by end entity, each group best first
+        first = np.searchsorted(layer.eids[by_end], near, "left")
+        counts = np.searchsorted(layer.eids[by_end], near, "right") - first
+        edge = np.repeat(np.arange(len(rids)), counts)  # the (relationship, path) pairs, relationship-major
+        parent = by_end[np.arange(len(edge)) - np.repeat(np.cumsum(counts) - counts - first, counts)]
+        rounded = np.array([round(s, 4) for s in sims.tolist()])  # as records show them; paths are ranked so
+        # a path's score is its similarities summed left to right, as Path.score sums them
+        scores = layer.scores[parent] + rounded[edge]
+        keep = np.argsort(-scores, kind="stable")[:4 * max(self.settings.search_top, len(rids))]
+        edge = edge[keep]
+        return PathLayer(parent[keep], rids[edge].astype(np.int64), far[edge].astype(np.int64), rounded[edge],
+                         scores[keep])
 
     def _next_options(self, anchor: int, depth: int, frontier: np.ndarray):
         """Types at the next hop that the frontier actually reaches, with the relationships leading there."""
