@@ -21,7 +21,8 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext, top_k_per_group
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag import DotRAG, mark_names, step_counts, step_priors, type_schema
+from kgr.methods.dotrag import (DotRAG, Path as WalkPath, PathLayer, layer_paths, mark_names, step_counts,
+                                step_priors, type_schema)
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -376,6 +377,30 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     assert not len(strict_plain._select(rids, query, near)[0])
     kept = strict_blended._select(rids, query, near)[0]
     assert len(kept) and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
+
+
+def test_a_walks_layers_keep_the_paths_a_list_of_every_extension_would(dotrag):
+    """Each hop extends every kept path that ends at a relationship's near entity, ranks the extensions by their summed
+    (rounded) similarities, ties in relationship-then-path order, and keeps 4 x max(search_top, picked): the layers
+    must keep exactly the paths, order and scores of building every extension as a Path and sorting the list."""
+    dotrag = dotrag(search_top=2)
+    rng = np.random.default_rng(7)
+    layers, listed, cut = [PathLayer.start(0)], [WalkPath((), (0,), ())], False
+    for _ in range(4):
+        ends = sorted({p.eids[-1] for p in listed})
+        near = rng.choice(ends, size=8).astype(np.int32)
+        far = rng.integers(0, 4, size=8).astype(np.int32)  # few entities: paths meet, and extensions multiply
+        rids = rng.integers(0, 1000, size=8).astype(np.int64)
+        sims = rng.choice([0.5, 0.25, 0.6, 0.12345678], size=8)  # ties, and a value that rounds
+        layers.append(dotrag._extend(layers[-1], rids, near, far, sims))
+        every = [WalkPath(p.rids + (int(r),), p.eids + (int(v),), p.sims + (round(float(s), 4),))
+                 for r, u, v, s in zip(rids, near, far, sims) for p in listed if p.eids[-1] == u]
+        cut |= len(every) > 4 * 8
+        listed = sorted(every, key=lambda p: -p.score)[:4 * 8]
+        built = layer_paths(layers, len(layers) - 1)
+        assert [(p.rids, p.eids, p.sims) for p in built] == [(p.rids, p.eids, p.sims) for p in listed]
+        assert [p.score for p in built] == [p.score for p in listed]
+    assert cut  # the limit bit
 
 
 def test_top_k_per_group_keeps_the_best_of_each_group_best_first():
