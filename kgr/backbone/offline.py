@@ -578,11 +578,17 @@ class OfflinePolicy:
                 scores[members] = total
             return scores
 
+        affinities: dict[str, float] = {}  # a walk's every review orders the same relations again
+
         def affinity(relation: str) -> float:
             """How well the relation's own words match the question's best word (orders tied choices)."""
             if word_vectors is None:
                 return 0.0
-            return float((word_vectors @ self._vector([label_words(relation) or relation])[0]).max())
+            found = affinities.get(relation)
+            if found is None:
+                found = affinities[relation] = float(
+                    (word_vectors @ self._vector([label_words(relation) or relation])[0]).max())
+            return found
 
         def best_match(steps: list[tuple[str, str]]) -> float | None:
             """The highest similarity between any question word and any of the steps (None without content words)."""

@@ -431,8 +431,9 @@ class DotRAG:
                 rids, near, far = edges
                 kept, sims = self._select(rids, hop_query, near, depth)
                 trace["reached"].update(store.names[e] for e in far.tolist())
-                kept_set = set(kept.tolist())
-                trace["filtered"].update(store.names[far[i]] for i in range(len(rids)) if i not in kept_set)
+                dropped = np.ones(len(rids), dtype=bool)
+                dropped[kept] = False
+                trace["filtered"].update(store.names[e] for e in far[dropped].tolist())
                 picked.append((rids[kept], near[kept], far[kept], sims[kept]))
             rids, near, far, sims = (np.concatenate(column) for column in zip(*picked))
             unique = np.sort(np.unique(rids, return_index=True)[1])  # a multi-typed entity may be in two branches
