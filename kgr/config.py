@@ -116,6 +116,9 @@ class DotragConfig:
     # ks for the anchor's own relationships: those of one relation differ only by the far entity's name, which the
     # question does not give ("name a player who plays [Forward]" has 161 answers); 0 = ks (paper)
     anchor_top: int = ranged(1000, 0)
+    # in a question without brackets, a name found word for word also anchors when it is at least this specific to the
+    # graph (GraphStore.specificity: 0.6 = in at most ~N^0.4 of its N texts); 0 = the seed search's names only
+    lexical_anchors: float = ranged(0.6, 0.0, 1.0)
     min_similarity: float = ranged(0.30, -1.0, 1.0)
     search_within: bool = True  # hop h extends toward the type's entities 1..h hops away; False = exactly h (paper)
     # also drop candidates this far below the hop's best similarity; 0 = off (paper)

@@ -129,6 +129,22 @@ def test_mark_names_brackets_the_first_whole_word_occurrence(text, names, marked
     assert mark_names(text, names) == marked
 
 
+def test_a_second_name_the_seed_search_misses_anchors_when_it_is_specific(dotrag, store):
+    """With one seed the seed search names one of the question's two names; the other, found word for word, anchors
+    too when its specificity in the graph reaches `dotrag.lexical_anchors` (0 = off)."""
+    _, graph = store
+    text = "Who lived longer, Ada Helm or Boris Vane?"
+
+    def anchors(**settings) -> set[str]:
+        return {a["name"] for a in dotrag(seeds=1, **settings).plan(Query("q", text))["anchors"] if a["named"]}
+
+    seeded = anchors(lexical_anchors=0)
+    assert len(seeded) == 1 and seeded < {"Ada Helm", "Boris Vane"}
+    assert anchors(lexical_anchors=0.01) == {"Ada Helm", "Boris Vane"}
+    (other,) = {"Ada Helm", "Boris Vane"} - seeded
+    assert anchors(lexical_anchors=graph.specificity(other) + 1e-6) == seeded
+
+
 def test_record_anchors_are_the_searched_ones(dotrag):
     record = ask(dotrag(), "[Dark Harbor] was directed by who")
     assert record.anchors == ["Dark Harbor"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from kgr.backbone.offline import OfflinePolicy, label_words, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
+from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
@@ -308,6 +309,7 @@ class DotRAG:
                  if span is not None]
         named = [e for s, t, e in spans
                  if not any((s2 <= s and t <= t2) and (t2 - s2) > (t - s) for s2, t2, _ in spans)]
+        named += self._lexical_anchors(query.plain, [(s, t) for s, t, e in spans if e in named])
         if named:
             return [(e, True) for e in dict.fromkeys(named)], [], []
         warnings = []
@@ -317,6 +319,26 @@ class DotRAG:
                             f" (best {store.names[seeds[0]]!r}, cosine {similarities[seeds[0]]:.2f}"
                             f" < anchors.min_similarity {floor:g})")
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
+
+    def _lexical_anchors(self, text: str, taken: list[tuple[int, int]]) -> list[int]:
+        """Entities whose names occur word for word in `text` outside the `taken` spans and are specific to this graph
+        (`GraphStore.specificity` >= `dotrag.lexical_anchors`).
+
+        The seed search ranks entities by their vector's likeness to the whole question, so of two names in one
+        question ("which film came out earlier, [A] or [B]") the second may rank below the top `seeds`; a common word
+        that is also an entity's name ("country", "state") occurs in too many texts to count.
+        """
+        floor = self.settings.lexical_anchors
+        if floor <= 0:
+            return []
+        from kgr.methods.csrag_plan import plan_index
+
+        store = self.store
+        found = []
+        for start, end, name in plan_index(store).find_names(text):
+            if all(end <= s or start >= t for s, t in taken) and store.specificity(name) >= floor:
+                found += store.name_index[normalize_name(name)]
+        return found
 
     def _trajectories(self, anchor: int, qv: Callable[[], np.ndarray]) -> list[TrajectoryOption]:
         """First-hop types from the anchor, with the relations leading there and (for a policy that reads them) the
