@@ -145,6 +145,13 @@ def test_a_second_name_the_seed_search_misses_anchors_when_it_is_specific(dotrag
     assert anchors(lexical_anchors=graph.specificity(other) + 1e-6) == seeded
 
 
+def test_stored_plans_are_keyed_by_the_lexical_anchor_floor(dotrag):
+    # the floor decides a plan's anchors: a plan stored under another floor must be planned again
+    from kgr.methods.runner import plan_key
+
+    assert plan_key(dotrag(lexical_anchors=0).context, "dotrag") != plan_key(dotrag().context, "dotrag")
+
+
 def test_record_anchors_are_the_searched_ones(dotrag):
     record = ask(dotrag(), "[Dark Harbor] was directed by who")
     assert record.anchors == ["Dark Harbor"]

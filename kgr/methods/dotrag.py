@@ -123,7 +123,7 @@ class PathLayer:
     scores: np.ndarray
 
     @classmethod
-    def start(cls, anchor: int) -> "PathLayer":
+    def start(cls, anchor: int) -> PathLayer:
         """Depth 0: the anchor alone."""
         empty = np.empty(0, dtype=np.int64)
         return cls(np.array([-1]), empty, np.array([anchor], dtype=np.int64), np.empty(0), np.zeros(1))
@@ -325,7 +325,7 @@ class DotRAG:
         (`GraphStore.specificity` >= `dotrag.lexical_anchors`).
 
         The seed search ranks entities by their vector's likeness to the whole question, so of two names in one
-        question ("which film came out earlier, [A] or [B]") the second may rank below the top `seeds`; a common word
+        question ("which film came out earlier, A or B?") the second may rank below the top `seeds`; a common word
         that is also an entity's name ("country", "state") occurs in too many texts to count.
         """
         floor = self.settings.lexical_anchors
@@ -572,9 +572,8 @@ class DotRAG:
         counts = np.searchsorted(layer.eids[by_end], near, "right") - first
         edge = np.repeat(np.arange(len(rids)), counts)  # the (relationship, path) pairs, relationship-major
         parent = by_end[np.arange(len(edge)) - np.repeat(np.cumsum(counts) - counts - first, counts)]
-        rounded = np.array([round(s, 4) for s in sims.tolist()])  # as records show them; paths are ranked so
-        # a path's score is its similarities summed left to right, as Path.score sums them
-        scores = layer.scores[parent] + rounded[edge]
+        rounded = np.array([round(s, 4) for s in sims.tolist()])  # records show 4 decimals; paths rank by them
+        scores = layer.scores[parent] + rounded[edge]  # summed left to right, as Path.score sums a path's
         keep = np.argsort(-scores, kind="stable")[:4 * max(self.settings.search_top, len(rids))]
         edge = edge[keep]
         return PathLayer(parent[keep], rids[edge].astype(np.int64), far[edge].astype(np.int64), rounded[edge],

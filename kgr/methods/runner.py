@@ -61,8 +61,8 @@ def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: b
 
 # The settings a stored plan depends on; search and budget settings can change without replanning.
 PLANNING_SETTINGS = {
-    "dotrag": ("seeds", "anchors", "previews", "trajectories_per_anchor", "trajectories", "use_overview",
-               "use_previews", "max_hops", "hedge_trajectories"),
+    "dotrag": ("seeds", "anchors", "lexical_anchors", "previews", "trajectories_per_anchor", "trajectories",
+               "use_overview", "use_previews", "max_hops", "hedge_trajectories"),
     "csrag": ("variants", "anchor_matches"),
 }
 # Whole config sections a method's plans depend on: DotRAG's offline policy ranks trajectories (or is the fallback).
