@@ -220,6 +220,7 @@ class GraphStore:
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
         if self.passages:
             _ = self.passage_vectors, self.entity_passages, self.relationship_passages, self.entity_source_passages
+            _ = self._word_postings  # each question's passage ranking reads its anchors' specificity
         self.encoder.encode_query("warm up")
 
     def adjacency(self) -> dict[int, list[tuple[int, int]]]:
