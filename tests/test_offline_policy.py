@@ -579,7 +579,8 @@ def test_probe_family_questions_beat_the_baselines_precision(family_project, run
     assert result.exit_code == 0, result.output
     summaries = {run: split["family_questions"] for run, split in json.loads(result.stdout)["summaries"].items()}
     dotrag, vss = summaries["fq-dotrag"], summaries["fq-vss"]
-    assert dotrag["recall"] >= 0.75 and dotrag["f1"] >= 5 * vss["f1"]  # measured: 0.789 / 0.496 vs VSS 1.000 / 0.056
+    # measured 0.763 / 0.487 (float32: 0.789 / 0.496; "do for a living" is a near tie), VSS 1.000 / 0.056
+    assert dotrag["recall"] >= 0.75 and dotrag["f1"] >= 5 * vss["f1"]
 
 
 def test_probe_the_conjunction_can_be_switched_off(companies_project, run_kgr):
