@@ -595,5 +595,5 @@ def test_a_timed_run_builds_the_plan_index_before_its_first_question(sourced, st
     store = GraphStore(sourced.project)  # a store of its own: its index starts empty
     CSRAG(RunContext(sourced.project, sourced.project.config, store, stage=stage))
     index = plan_index(store)
-    parts = (index._label_vectors, index._walk, index._sorted_names, index._titles)
+    parts = (index._label_vectors, index._walk, index._name_prefixes, index._titles)
     assert all(p is not None for p in parts) if built else all(p is None for p in parts)

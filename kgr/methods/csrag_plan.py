@@ -45,6 +45,7 @@ import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -75,6 +76,7 @@ WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
 _CHUNK = re.compile(r"\S+")
+_NON_WORD = re.compile(r"\W")
 _PARENTHESIS = re.compile(r"\s*\([^()]*\)")
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
@@ -241,7 +243,7 @@ class PlanIndex:
         self._follows: tuple[np.ndarray, np.ndarray] | None = None
         self._follows_rows = None
         self._titles: dict[str, list[int]] | None = None
-        self._sorted_names: list[str] | None = None
+        self._name_prefixes: frozenset[str] | None = None
         self._walk = None
         self._word_memo: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -270,7 +272,7 @@ class PlanIndex:
     def warm(self, walk: bool) -> None:
         """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
         question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
-        _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.sorted_names
+        _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.name_prefixes
         if walk:
             _ = self.walk_matrix
 
@@ -389,34 +391,32 @@ class PlanIndex:
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
     @property
-    def sorted_names(self) -> list[str]:
-        """The normalized entity names, sorted (a bisection tells whether a text begins any of them)."""
+    def name_prefixes(self) -> frozenset[str]:
+        """Every start of a normalized entity name that ends where the name has a non-word character next ("new" and
+        "new york" of "new york city"): the only places a span of a text can end and still grow into a name."""
         with self._lock:
-            if self._sorted_names is None:
-                self._sorted_names = sorted(self.store.name_index)
-        return self._sorted_names
-
-    def begins_a_name(self, key: str) -> bool:
-        """Whether some normalized entity name starts with `key`."""
-        names = self.sorted_names
-        at = bisect.bisect_left(names, key)
-        return at < len(names) and names[at].startswith(key)
+            if self._name_prefixes is None:
+                self._name_prefixes = frozenset(name[:m.start()] for name in self.store.name_index
+                                                for m in _NON_WORD.finditer(name) if m.start())
+        return self._name_prefixes
 
     def find_names(self, text: str) -> list[tuple[int, int, str]]:
         """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
-        starts = sorted({m.start() for m in _WORD.finditer(text)} | {m.start() for m in _CHUNK.finditer(text)})
-        ends = sorted({m.end() for m in _WORD.finditer(text)} | {m.end() for m in _CHUNK.finditer(text)})
+        pieces = [*_WORD.finditer(text), *_CHUNK.finditer(text)]
+        starts = sorted({m.start() for m in pieces})
+        ends = sorted({m.end() for m in pieces})
         found = []
-        names = self.store.name_index
+        names, prefixes = self.store.name_index, self.name_prefixes
         for s in starts:
-            for e in ends[bisect.bisect_right(ends, s):]:
+            for e in islice(ends, bisect.bisect_right(ends, s), None):
                 if e - s > self.max_name_chars:
                     break
                 key = normalize_name(text[s:e])
                 if key in names and content_tokens(key) and _bounded(text, s, e):
                     found.append((s, e, self.store.names[names[key][0]]))
-                # a longer span's key extends this one's (spans end on non-space): no name begins so, none ends later
-                if not self.begins_a_name(key):
+                # a longer span's key is this one's and then a non-word character (a span ends where a word or a
+                # chunk does): a name it could be has this key among its prefixes
+                if key not in prefixes:
                     break
         chosen: list[tuple[int, int, str]] = []
         for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
