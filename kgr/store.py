@@ -181,6 +181,10 @@ class GraphStore:
                 postings.setdefault(word, []).append(i)
         return padded, postings
 
+    def warm_specificity(self) -> None:
+        """Build the word postings `specificity` counts over now (a pass over every passage or relationship text)."""
+        _ = self._word_postings
+
     def specificity(self, name: str) -> float:
         """How specific a name is in this graph, in [0, 1]: its inverse document frequency over the passages (else the
         relationship texts), log((N + 1) / (df + 1)) / log(N + 1), df the texts holding the name as whole words.
@@ -220,7 +224,6 @@ class GraphStore:
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
         if self.passages:
             _ = self.passage_vectors, self.entity_passages, self.relationship_passages, self.entity_source_passages
-            _ = self._word_postings  # each question's passage ranking reads its anchors' specificity
         self.encoder.encode_query("warm up")
 
     def adjacency(self) -> dict[int, list[tuple[int, int]]]:

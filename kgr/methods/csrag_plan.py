@@ -275,6 +275,7 @@ class PlanIndex:
         _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.name_prefixes
         if walk:
             _ = self.walk_matrix
+            self.store.warm_specificity()  # the passage ranking weighs its anchors by it
 
     @property
     def label_vectors(self) -> np.ndarray:

@@ -227,6 +227,7 @@ class DotRAG:
             from kgr.methods.csrag_plan import plan_index
 
             _ = plan_index(self.store).walk_matrix  # the passages' walk from the anchors
+            self.store.warm_specificity()  # ... weighted by the anchors' specificity
 
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
