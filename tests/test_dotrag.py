@@ -426,6 +426,17 @@ def test_a_walks_layers_keep_the_paths_a_list_of_every_extension_would(dotrag):
     assert cut  # the limit bit
 
 
+def test_a_layers_similarities_round_as_pythons_round_does(dotrag):
+    # float32 similarities (the encoder's) at and beside the 4-decimal rounding boundaries: the vectorized rounding
+    # must give exactly what round(s, 4) gives, or ties between paths would break differently
+    halves = ((np.arange(-9999, 10000, 37) + 0.5) / 10000).astype(np.float32)
+    sims = np.concatenate([halves, np.nextafter(halves, np.float32(2)), np.nextafter(halves, np.float32(-2))])
+    n = len(sims)
+    layer = dotrag()._extend(PathLayer.start(0), np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int32),
+                             np.ones(n, dtype=np.int32), sims)
+    assert sorted(layer.sims.tolist()) == sorted(round(s, 4) for s in sims.tolist())
+
+
 def test_top_k_per_group_keeps_the_best_of_each_group_best_first():
     scores = np.array([0.9, 0.1, 0.8, 0.7, 0.3, 0.3, 0.2])
     groups = np.array([1, 1, 1, 2, 2, 2, 3])

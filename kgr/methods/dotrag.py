@@ -394,8 +394,8 @@ class DotRAG:
         names = self.store.names
         kept_paths = [paths[i] for i in packed.kept_paths]
         trace["cut_by_budget"] = sorted({names[e] for i in packed.cut_paths for e in paths[i].eids[1:]})
-        trace["reached"] = sorted(trace["reached"])
-        trace["filtered"] = sorted(trace["filtered"])
+        trace["reached"] = sorted({names[e] for e in trace["reached"]})  # entity ids until now: names once each
+        trace["filtered"] = sorted({names[e] for e in trace["filtered"]})
         return RetrievalRecord(
             id=query.id, question=query.text, method=self.name, backbone=self.policy.name,
             anchors=[a["name"] for a in plan["anchors"] if a["eid"] in anchors],
@@ -453,10 +453,10 @@ class DotRAG:
                     edges = self._candidates(anchor, depth, reach.type_id(type_name), frontier)
                 rids, near, far = edges
                 kept, sims = self._select(rids, hop_query, near, depth)
-                trace["reached"].update(store.names[e] for e in far.tolist())
+                trace["reached"].update(far.tolist())
                 dropped = np.ones(len(rids), dtype=bool)
                 dropped[kept] = False
-                trace["filtered"].update(store.names[e] for e in far[dropped].tolist())
+                trace["filtered"].update(far[dropped].tolist())
                 picked.append((rids[kept], near[kept], far[kept], sims[kept]))
             rids, near, far, sims = (np.concatenate(column) for column in zip(*picked))
             unique = np.sort(np.unique(rids, return_index=True)[1])  # a multi-typed entity may be in two branches
@@ -573,7 +573,9 @@ class DotRAG:
         counts = np.searchsorted(layer.eids[by_end], near, "right") - first
         edge = np.repeat(np.arange(len(rids)), counts)  # the (relationship, path) pairs, relationship-major
         parent = by_end[np.arange(len(edge)) - np.repeat(np.cumsum(counts) - counts - first, counts)]
-        rounded = np.array([round(s, 4) for s in sims.tolist()])  # records show 4 decimals; paths rank by them
+        # records show 4 decimals; paths rank by them. Exactly Python's round(): a float32 times 10**4 is exact in
+        # float64, so rint sees the true decimal, and the quotient is the double nearest the rounded decimal
+        rounded = np.round(np.asarray(sims, dtype=np.float64), 4)
         scores = layer.scores[parent] + rounded[edge]  # summed left to right, as Path.score sums a path's
         keep = np.argsort(-scores, kind="stable")[:4 * max(self.settings.search_top, len(rids))]
         edge = edge[keep]
