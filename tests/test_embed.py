@@ -10,8 +10,8 @@ import numpy as np
 
 import kgr.embed
 from conftest import RecordingEncoder
-from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, length_groups, pack_rows, packing_pooling,
-                       resolve_precision)
+from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, lean_bert, length_groups, pack_rows,
+                       packing_pooling, resolve_precision, verified)
 
 
 def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch):
@@ -48,6 +48,31 @@ def test_texts_packed_to_a_row_get_the_vectors_they_get_alone():
     assert packing_pooling(encoder.model) == "mean"  # the packaged MiniLM: BERT, mean pooling, normalization
     alone = np.stack([encoder.encode([t])[0] for t in texts])
     np.testing.assert_allclose(encoder.encode(texts), alone, atol=1e-6)
+
+
+def test_the_lean_forward_gives_exactly_the_models_own_vectors():
+    # both precisions, packed rows of several texts and padding: not close, equal (records must not move with it)
+    texts = ["who directed [Dark Harbor]", "uncle", "born", "the director of the film that won", "a b c d e f g h",
+             "Étienne De Crécy (1944 film)"]
+    for precision in ("float32", "bfloat16"):
+        encoder = Encoder(precision=precision)
+        encoder.model
+        assert encoder._bert is not None  # the packaged MiniLM passes the check at load
+        lean = encoder.encode(texts)
+        encoder._bert = None  # transformers' own forward
+        assert np.array_equal(lean, encoder.encode(texts))
+
+
+def test_a_lean_forward_that_computes_differently_is_not_used():
+    encoder = Encoder(precision="float32")
+    bert = encoder.model[0].auto_model
+    lean = lean_bert(bert)
+    assert verified(lean, bert) is lean
+    off_by_a_bit = lambda ids, positions, mask: lean(ids, positions, mask) * (1 + 1e-7)  # noqa: E731
+    assert verified(off_by_a_bit, bert) is None
+    assert lean_bert(SimpleNamespace(config=SimpleNamespace(position_embedding_type="relative_key"),
+                                     embeddings=object(), encoder=object())) is None
+    assert lean_bert(SimpleNamespace()) is None
 
 
 def test_pack_rows_fills_rows_as_long_as_the_longest_text():
