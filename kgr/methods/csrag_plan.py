@@ -274,8 +274,13 @@ class PlanIndex:
         question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
         _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.name_prefixes
         if walk:
-            _ = self.walk_matrix
-            self.store.warm_specificity()  # the passage ranking weighs its anchors by it
+            self.warm_passage_ranking()
+
+    def warm_passage_ranking(self) -> None:
+        """Build what ranking passages from anchors reads: the walk's matrix and the store's specificity postings
+        (the walk's seeds are weighted by their names' specificity)."""
+        _ = self.walk_matrix
+        self.store.warm_specificity()
 
     @property
     def label_vectors(self) -> np.ndarray:

@@ -17,6 +17,7 @@ from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, P
 from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
+from kgr.methods.csrag_plan import plan_index
 from kgr.methods.records import RetrievalRecord
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
@@ -224,10 +225,7 @@ class DotRAG:
         if isinstance(self.policy, OfflinePolicy):
             self.policy.warm()
         if self.store.passages and self.settings.passages:
-            from kgr.methods.csrag_plan import plan_index
-
-            _ = plan_index(self.store).walk_matrix  # the passages' walk from the anchors
-            self.store.warm_specificity()  # ... weighted by the anchors' specificity
+            plan_index(self.store).warm_passage_ranking()
 
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
@@ -332,8 +330,6 @@ class DotRAG:
         floor = self.settings.lexical_anchors
         if floor <= 0:
             return []
-        from kgr.methods.csrag_plan import plan_index
-
         store = self.store
         found = []
         for start, end, name in plan_index(store).find_names(text):
@@ -416,7 +412,6 @@ class DotRAG:
         them: the provenance of the paths' relationships, and a walk from the anchors weighted by their names'
         specificity (`csrag.specificity`, `csrag.walk_*`, `csrag.evidence_weight`)."""
         from kgr.methods.csrag import fuse_passages
-        from kgr.methods.csrag_plan import plan_index
 
         store, csrag = self.store, self.context.config.csrag
         seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
