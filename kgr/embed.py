@@ -6,10 +6,12 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -197,30 +199,128 @@ class Encoder:
 
 
 class TextVectors:
-    """One question's memo of text vectors: each text is encoded once, a miss together with the expected texts."""
+    """A memo of text vectors: each text is encoded once, a miss together with the texts expected soon."""
 
     # A forward pass of several short texts costs little more than one of a single text, so texts likely needed
-    # soon are encoded with the next miss rather than in calls of their own.
+    # soon are encoded with the next miss rather than in calls of their own. Expected texts ride along only while the
+    # batch stays small (`SMALL_BATCH`): a small batch is packed, and a packed text's vector is bit for bit the one it
+    # gets alone, whatever rides with it.
 
-    def __init__(self, encoder: Encoder):
+    def __init__(self, encoder: Encoder, limit: int = 0, phrases: PhraseCache | None = None):
+        """`limit`: memo entries kept before it starts afresh (0: no limit; an open vocabulary brings new texts
+        forever); `phrases`: where long lists (a graph's phrases, `keep`) are read from and written to."""
         self.encoder = encoder
+        self.limit = limit
+        self.phrases = phrases
         self._vectors: dict[str, np.ndarray] = {}
+        self._kept: dict[str, np.ndarray] = {}  # long lists' vectors: never dropped by `limit`
         self._expected: dict[str, None] = {}
+        self._warming = False
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def warming(self) -> Iterator[None]:
+        """Inside, the texts asked for are a graph's phrases (relation labels, schema texts): they are kept (`keep`)."""
+        self._warming = True
+        try:
+            yield
+        finally:
+            self._warming = False
 
     def expect(self, texts: Iterable[str]) -> None:
         """Encode `texts` with the next miss, if they are not encoded yet (no encoder call now)."""
-        self._expected.update((t, None) for t in texts if t not in self._vectors)
+        self._expected.update((t, None) for t in texts if t not in self._vectors and t not in self._kept)
+
+    def keep(self, texts: Sequence[str], as_queries: bool = False) -> None:
+        """Encode a long list now (or read it from `phrases`) and keep its vectors for good. With `as_queries` the
+        list goes `SMALL_BATCH` texts at a time, as a question's texts do, so each vector is the one the text gets
+        when a question encodes it; else in one call, as `Encoder.encode` takes a list that long."""
+        texts = [t for t in dict.fromkeys(texts) if t not in self._kept]
+        if not texts:
+            return
+
+        def encode(batch: list[str]) -> np.ndarray:
+            if not as_queries:
+                return self.encoder.encode(batch)
+            return np.concatenate([self.encoder.encode(batch[i:i + SMALL_BATCH])
+                                   for i in range(0, len(batch), SMALL_BATCH)])
+
+        how = "queries" if as_queries else "list"
+        vectors = self.phrases.vectors(texts, how, encode) if self.phrases else encode(texts)
+        self._kept.update(zip(texts, vectors))
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """The vectors of `texts`, one row each."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            batch = list(dict.fromkeys([*missing, *self._expected]))
-            self._vectors.update(zip(batch, self.encoder.encode(batch)))
-            self._expected.clear()
+        """The vectors of `texts`, one row each (questions may run in threads beside each other)."""
         if not texts:
             return np.zeros((0, self.encoder.dimension), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
+        while True:
+            with self._lock:
+                missing = [t for t in dict.fromkeys(texts) if t not in self._vectors and t not in self._kept]
+                if not missing:
+                    return np.stack([self._kept[t] if t in self._kept else self._vectors[t] for t in texts])
+                riders = [t for t in self._expected if t not in missing][:max(SMALL_BATCH - len(missing), 0)]
+            if self._warming:
+                self.keep(missing)
+                continue
+            batch = missing + riders
+            vectors = self.encoder.encode(batch)  # outside the lock: another question may encode meanwhile
+            with self._lock:
+                if self.limit and len(self._vectors) + len(batch) > self.limit:
+                    # start afresh, keeping what this call reads
+                    self._vectors = {t: self._vectors[t] for t in texts if t in self._vectors}
+                self._vectors.update(zip(batch, vectors))
+                for text in batch:
+                    self._expected.pop(text, None)
+            # the loop reads them; another question's fresh start may have dropped one meanwhile, to be encoded again
+
+
+# Bumped when a change to the encoding code may change a vector's bits (the files name what made them).
+PHRASES_VERSION = 1
+
+
+class PhraseCache:
+    """Vectors of long text lists (a graph's relation labels, schema phrases) kept in a project folder by the list and
+    the encoder's settings, so that a later run reads them instead of encoding them again (seconds on an open
+    vocabulary of thousands of phrasings)."""
+
+    def __init__(self, directory: Path, encoder: Encoder):
+        self.directory = Path(directory)
+        self.encoder = encoder
+
+    def path(self, texts: Sequence[str], how: str) -> Path:
+        import torch
+
+        _ = self.encoder.model  # loaded: `precision` is resolved then
+        made_by = [PHRASES_VERSION, self.encoder.model_name, self.encoder.precision, self.encoder.threads,
+                   torch.__version__, how]
+        digest = hashlib.blake2b(json.dumps([made_by, list(texts)]).encode("utf-8"), digest_size=16).hexdigest()
+        return self.directory / f"{digest}.npy"
+
+    def vectors(self, texts: Sequence[str], how: str, encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        """The list's vectors from its file, else `encode(texts)` written to one (a file that is unreadable or of the
+        wrong shape is encoded again and replaced; a folder that cannot be written only costs the next run time)."""
+        path = self.path(texts, how)
+        try:
+            vectors = np.load(path, allow_pickle=False)
+            if vectors.dtype == np.float32 and vectors.shape == (len(texts), self.encoder.dimension):
+                return vectors
+        except (OSError, ValueError):  # missing or unreadable
+            pass
+        vectors = np.asarray(encode(list(texts)), dtype=np.float32)
+        partial = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(partial, "wb") as handle:
+                np.save(handle, vectors, allow_pickle=False)
+            os.replace(partial, path)  # whole or absent: a reader never sees a half-written file
+        except OSError:
+            with suppress(OSError):
+                partial.unlink(missing_ok=True)
+        return vectors
+
+    def clear(self) -> None:
+        """Remove every file (the graph they were made for has changed)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 # For models whose texts cannot share a row (`packing_pooling`): a forward pass costs about a fixed set-up (mostly

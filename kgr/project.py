@@ -34,6 +34,9 @@ SNAPSHOT_DIR = "snapshots"
 CURRENT_SNAPSHOT = "CURRENT"  # the name of the snapshot readers open, replaced atomically
 VECTORS_DIR = "vectors"
 REACH_DIR = "reach"
+# Long phrase lists' vectors (`kgr.embed.PhraseCache`), derived from the graph and the encoder alone: ingest empties
+# it, and any file in it may be deleted.
+PHRASES_DIR = "phrase-vectors"
 
 # Which earlier stages each stage reads; a stage is stale when one of these ran again after it.
 STAGE_INPUTS: dict[str, tuple[str, ...]] = {
@@ -494,7 +497,7 @@ class Project:
 
     # -- sizes -------------------------------------------------------------------------------------------------
     def disk_usage(self) -> dict[str, int]:
-        """Bytes on disk of the database, the vectors and the reachability map."""
+        """Bytes on disk of the database, the vectors, the reachability map and the phrase cache."""
         def size(path: Path) -> int:
             if path.is_file():
                 return path.stat().st_size
@@ -504,6 +507,7 @@ class Project:
             "database": size(self.db_path) + size(self.db_path.with_suffix(".duckdb.wal")),
             "vectors": size(self.root / VECTORS_DIR),
             "reach": size(self.root / REACH_DIR),
+            "phrases": size(self.root / PHRASES_DIR),
         }
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kgr.embed import Encoder, load_vectors
+from kgr.embed import Encoder, PhraseCache, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
-from kgr.project import Project
+from kgr.project import PHRASES_DIR, Project
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,11 @@ class GraphStore:
             return self._encoder
         return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads,
                        self._embedding.precision)
+
+    @cached_property
+    def phrases(self) -> PhraseCache:
+        """The project's phrase cache for this store's encoder: vectors of long lists of the graph's phrases."""
+        return PhraseCache(self.root / PHRASES_DIR, self.encoder)
 
     @cached_property
     def name_index(self) -> dict[str, list[int]]:

@@ -10,8 +10,8 @@ import numpy as np
 
 import kgr.embed
 from conftest import RecordingEncoder
-from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, TextVectors, lean_bert, length_groups, pack_rows,
-                       packing_pooling, resolve_precision, verified)
+from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, PhraseCache, TextVectors, lean_bert, length_groups,
+                       pack_rows, packing_pooling, resolve_precision, verified)
 
 
 def test_small_and_large_batches_give_sentence_transformers_vectors(monkeypatch):
@@ -141,6 +141,82 @@ def test_expected_texts_ride_along_with_the_next_miss():
     assert vectors(["ccc", "bb"]).tolist() == [[3, 1], [2, 1]] and len(encoder.calls) == 2
     vectors(["e"])  # the expectations were spent with the last miss
     assert encoder.calls[-1] == ["e"]
+
+
+def test_expected_texts_ride_along_only_while_the_batch_stays_small():
+    # a small batch is packed, and a packed text's vector does not depend on what rides with it; a big one is not
+    encoder = RecordingEncoder()
+    vectors = TextVectors(encoder)
+    many = [f"w{i}" for i in range(SMALL_BATCH + 5)]
+    vectors.expect(many)
+    vectors(["question"])
+    assert encoder.calls[-1] == ["question", *many[:SMALL_BATCH - 1]]
+    vectors(["next"])  # the rest ride with the next miss
+    assert encoder.calls[-1] == ["next", *many[SMALL_BATCH - 1:]]
+
+
+def test_a_memo_past_its_limit_starts_afresh_but_keeps_what_the_call_reads():
+    encoder = RecordingEncoder()
+    vectors = TextVectors(encoder, limit=3)
+    vectors(["a", "bb"])
+    assert vectors(["a", "ccc", "dddd"]).tolist() == [[1, 1], [3, 1], [4, 1]]
+    assert encoder.calls[-1] == ["ccc", "dddd"]  # "a" was kept through the fresh start
+    vectors(["bb"])  # dropped by it
+    assert encoder.calls[-1] == ["bb"]
+
+
+def test_a_packed_texts_vector_is_the_same_whatever_rides_with_it():
+    encoder = Encoder()
+    texts = ["who directed the movies written by Wendy Scribe", "director", "plays in club", "is in country"]
+    alone = np.stack([encoder.encode([t])[0] for t in texts])
+    assert np.array_equal(encoder.encode(texts), alone)
+    kept = TextVectors(encoder)
+    kept.keep(texts, as_queries=True)
+    assert np.array_equal(kept(texts), alone)
+
+
+class SettledEncoder(RecordingEncoder):
+    """A RecordingEncoder with the settings a phrase cache names its files by."""
+
+    model = None
+    model_name, precision, threads = "fake", "float32", 1
+
+
+def test_long_lists_are_kept_and_read_back_from_the_phrase_cache(tmp_path):
+    phrases = [f"label {i}" for i in range(SMALL_BATCH + 1)]
+    encoder = SettledEncoder()
+    memo = TextVectors(encoder, limit=3, phrases=PhraseCache(tmp_path, encoder))
+    memo(phrases)  # outside `warming` a list is only encoded
+    assert not list(tmp_path.iterdir())
+    memo = TextVectors(encoder, limit=3, phrases=PhraseCache(tmp_path, encoder))
+    with memo.warming():
+        first = memo(phrases)
+    assert len(list(tmp_path.glob("*.npy"))) == 1
+    memo(["a"]), memo(["bb", "ccc", "dddd"])  # past the limit the memo starts afresh; kept phrases stay
+    calls = len(encoder.calls)
+    assert np.array_equal(memo(phrases[:2]), first[:2]) and len(encoder.calls) == calls
+    again = TextVectors(encoder, phrases=PhraseCache(tmp_path, encoder))
+    with again.warming():
+        assert np.array_equal(again(phrases), first)
+    assert len(encoder.calls) == calls  # read from the file
+    queries = TextVectors(encoder, phrases=PhraseCache(tmp_path, encoder))
+    queries.keep(phrases, as_queries=True)  # another way of encoding: another file, in question-sized calls
+    assert [len(c) for c in encoder.calls[calls:]] == [SMALL_BATCH, 1]
+
+
+def test_a_damaged_or_unwritable_phrase_cache_only_costs_time(tmp_path):
+    encoder = SettledEncoder()
+    cache = PhraseCache(tmp_path / "cache", encoder)
+    texts = ["alpha", "beta"]
+    first = cache.vectors(texts, "list", encoder.encode)
+    path = cache.path(texts, "list")
+    path.write_bytes(path.read_bytes()[:40])  # cut short
+    assert np.array_equal(cache.vectors(texts, "list", encoder.encode), first) and len(encoder.calls) == 2
+    assert np.load(path).shape == (2, 2)  # replaced whole
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert np.array_equal(PhraseCache(blocked, encoder).vectors(texts, "list", encoder.encode), first)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".tmp"]
 
 
 def test_a_model_that_cannot_pack_gets_its_vectors_in_length_groups():

@@ -16,7 +16,7 @@ import pytest
 
 from kgr.embed import CHECKPOINT_DIR, EmbeddingCheckpoint
 from kgr.errors import ExitStatus
-from kgr.project import Project
+from kgr.project import PHRASES_DIR, Project
 from kgr.store import GraphStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,3 +152,19 @@ def test_killed_ingest_keeps_the_previous_state_and_a_rerun_reuses_vectors(metaq
         assert project.generations("vectors") == [current]
         assert current not in old_generations and current not in new
         assert GraphStore(project).num_entities == report["counts"]["entities"]
+
+
+def test_a_new_graph_empties_the_phrase_cache_and_bad_input_keeps_it(tmp_path, bad_files, run_kgr):
+    # the phrase cache holds vectors of the graph's labels and steps: a new graph makes them another graph's
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("Ana|born_in|Lyon\n", encoding="utf-8")
+    second.write_text("Ana|born_in|Lyon\nLyon|located_in|France\n", encoding="utf-8")
+    root = tmp_path / "project"
+    assert run_kgr("ingest", str(root), str(first)).exit_code == 0
+    cached = root / PHRASES_DIR / "labels.npy"
+    cached.parent.mkdir()
+    cached.write_bytes(b"")
+    assert run_kgr("ingest", str(root), str(bad_files["malformed"][0]), "--replace").exit_code != 0
+    assert cached.exists()
+    assert run_kgr("ingest", str(root), str(second), "--replace").exit_code == 0
+    assert not (root / PHRASES_DIR).exists()

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import EmbeddingCheckpoint, Encoder, project_encoder, reusable_vectors, write_meta, write_vector_table
+from kgr.embed import (EmbeddingCheckpoint, Encoder, PhraseCache, project_encoder, reusable_vectors, write_meta,
+                       write_vector_table)
 from kgr.errors import InputError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
-from kgr.project import VECTORS_DIR, Project, file_fingerprint, fingerprint
+from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from kgr.ingest.readers import Batch
@@ -294,6 +295,7 @@ def store_graph(
             artifacts={"vectors": gen},
         )
     project.prune_generations(VECTORS_DIR, keep=gen)
+    PhraseCache(project.root / PHRASES_DIR, encoder).clear()  # made for the graph just replaced
     checkpoint.clear()
     write_s = time.time() - write_started
     return IngestReport(

@@ -284,10 +284,11 @@ class PlanIndex:
 
     @property
     def label_vectors(self) -> np.ndarray:
-        """Unit vectors of the relation labels in plain words, embedded once per store."""
+        """Unit vectors of the relation labels in plain words, embedded once per store (kept in the project's phrase
+        cache for the next run)."""
         with self._lock:
             if self._label_vectors is None:
-                self._label_vectors = self.store.encoder.encode(self.label_words)
+                self._label_vectors = self.store.phrases.vectors(self.label_words, "list", self.store.encoder.encode)
         return self._label_vectors
 
     @property

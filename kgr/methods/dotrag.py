@@ -14,6 +14,7 @@ import numpy as np
 
 from kgr.backbone.offline import OfflinePolicy, label_words, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
+from kgr.embed import TextVectors
 from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
 from kgr.methods.budget import pack_paths, token_counter
@@ -84,11 +85,13 @@ def _unique_counts(*columns: np.ndarray):
     return [(*map(int, row), int(n)) for row, n in zip(unique, counts)]
 
 
-def make_policy(context: RunContext, store: GraphStore) -> Policy:
-    """The policy named by backbone.model: `offline`, `random`, or an LLM (falling back to offline)."""
-    tally = step_counts(store)
+def make_policy(context: RunContext, store: GraphStore, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+                tally: Counter | None = None) -> Policy:
+    """The policy named by backbone.model: `offline`, `random`, or an LLM (falling back to offline); the offline
+    policy encodes with `embed` (default: the store's encoder) and reads the graph's steps from `tally`."""
+    tally = step_counts(store) if tally is None else tally
     settings = context.config.offline
-    offline = OfflinePolicy(store.encoder.encode, type_schema(store, settings.relation_share, tally),
+    offline = OfflinePolicy(embed or store.encoder.encode, type_schema(store, settings.relation_share, tally),
                             max_hops=context.config.dotrag.max_hops, settings=settings, priors=step_priors(tally))
     if context.backbone == "offline":
         return offline
@@ -211,19 +214,26 @@ class DotRAG:
         self.store = context.store
         self.settings = context.config.dotrag
         self.reach = context.open_reach()
-        self.policy = make_policy(context, self.store)
+        # the walk's and the offline policy's texts in one memo; the graph's phrases (labels, schema texts, hop
+        # queries) are read from the project's phrase cache once an earlier run has encoded them
+        self._vectors = TextVectors(self.store.encoder, limit=4096, phrases=self.store.phrases)
+        tally = step_counts(self.store)
+        self.policy = make_policy(context, self.store, self._vectors, tally)
         self.count = token_counter(context.config.budget.encoding)
-        self._query_vectors: dict[str, np.ndarray] = {}
-        self._warm()
+        self._warm(tally)
 
-    def _warm(self) -> None:
-        """Encode the relation labels and the offline policy's schema texts, and build the passage walk, before any
-        question is timed: each is a per-graph cost (seconds on an open vocabulary of thousands of phrasings) the first
-        question would pay."""
+    def _warm(self, tally: Counter) -> None:
+        """Encode the relation labels, the offline policy's schema texts and its hop queries (one per step the graph
+        holds), and build the passage walk, before any question is timed: each is a per-graph cost (seconds on an open
+        vocabulary of thousands of phrasings) the first question would pay, and the encoded ones are kept in the
+        project's phrase cache for the next run."""
         if self.settings.label_weight > 0 or self.settings.label_margin > 0:
             _ = self._label_vectors
         if isinstance(self.policy, OfflinePolicy):
-            self.policy.warm()
+            with self._vectors.warming():
+                self.policy.warm()
+            # every hop query the offline policy writes is a step's (`step_query`); encoded as a question's texts are
+            self._vectors.keep(sorted({step_query(r, b) for _, r, b in tally}), as_queries=True)
         if self.store.passages and self.settings.passages:
             plan_index(self.store).warm_passage_ranking()
 
@@ -366,7 +376,7 @@ class DotRAG:
         watch.lap("plan")
         trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
-        self._embed_all([pair["query"] for pair in plan["pairs"]])
+        self._vectors([pair["query"] for pair in plan["pairs"]])
         for priority, pair in enumerate(plan["pairs"]):
             paths, walk, preferred = self._search(query, plan["question"], Pair(**pair), trace)
             trace["trajectories"].append({"anchor": self.store.names[pair["anchor"]], "type": pair["type"],
@@ -442,7 +452,7 @@ class DotRAG:
         also_depths: list[int] = []  # depths a near-tied Stop would have kept
         for depth in range(1, settings.max_hops + 1):
             picked = []
-            self._embed_all([hop_query for _, hop_query, _ in branches])
+            self._vectors([hop_query for _, hop_query, _ in branches])
             for type_name, hop_query, edges in branches:
                 if edges is None:
                     edges = self._candidates(anchor, depth, reach.type_id(type_name), frontier)
@@ -558,7 +568,8 @@ class DotRAG:
 
     @cached_property
     def _label_vectors(self) -> np.ndarray:
-        return self.store.encoder.encode([label_words(label) for label in self.store.relation_labels])
+        texts = [label_words(label) for label in self.store.relation_labels]
+        return self.store.phrases.vectors(texts, "list", self.store.encoder.encode)
 
     def _extend(self, layer: PathLayer, rids, near, far, sims) -> PathLayer:
         """The paths one hop longer through the picked relationships (each one extends every path ending at its near
@@ -588,18 +599,7 @@ class DotRAG:
         return options, option_edges
 
     def _embed(self, text: str) -> np.ndarray:
-        if text not in self._query_vectors:
-            self._embed_all([text])
-        return self._query_vectors[text]
-
-    def _embed_all(self, texts: list[str]) -> None:
-        """Encode the texts not cached yet in one batch (the hop queries a walk is about to search: one pass each
-        would cost an encoder pass per trajectory)."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._query_vectors]
-        if missing:
-            if len(self._query_vectors) + len(missing) > 4096:  # an open vocabulary brings new hop queries forever
-                self._query_vectors.clear()
-            self._query_vectors.update(zip(missing, self.store.encoder.encode(missing)))
+        return self._vectors([text])[0]
 
     def _describe(self, path: Path) -> dict[str, Any]:
         names = self.store.names
