@@ -197,7 +197,7 @@ class CsragConfig:
     # [0, 1]) to this power; 0 = off. 4 makes "country" (0.30) weigh 0.01 and a name found in one passage of 1,890
     # (0.91) 0.69: MuSiQue OpenIE R@5 0.570 -> 0.620 alone (2, 0.590; 8, 0.610), 2Wiki 0.853 -> 0.849
     specificity: float = ranged(4.0, 0.0)
-    # graph evidence a passage gets (summed, capped at 1): this times its share of a personalized PageRank from the
+    # graph evidence a passage gets (summed, then 1 - exp(-sum): `bounded_evidence`): this times its share of a personalized PageRank from the
     # anchors (weighted by specificity) over entities, relationships and entity-passage links (its mass / the top
     # passage's), 0 = off; 1: MuSiQue R@5 0.722, 2: 0.777 (other evidence off)
     walk_evidence: float = ranged(2.0, 0.0)

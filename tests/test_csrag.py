@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kgr.embed import TextVectors
-from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag import (CSRAG, Candidate, ConstraintState, bind, bounded_evidence, n_eff, propagate, softmax,
+                               sufficient)
 from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_index, plan_question, validate_plan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
@@ -538,7 +539,15 @@ def test_passages_of_the_kept_triples_rank_above_look_alike_passages(sourced):
     assert [k["decision"] for k in record.trace["constraints"]] == ["resolved", "resolved"]
     assert set(record.passages[:2]) == {"Quiet Harbour", "Lena Voss"}
     scores = {p["title"]: p for p in record.trace["passage_scores"]}
-    assert scores["Lena Voss"]["evidence"] == 1.0 and scores["Marek Dal"]["evidence"] < 1.0
+    # a kept triple's source passage has at least a whole unit of evidence (before the bound); the look-alike less
+    assert scores["Lena Voss"]["evidence"] >= round(bounded_evidence(1.0), 4) > scores["Marek Dal"]["evidence"]
+
+
+def test_evidence_is_bounded_without_a_cap_that_ties():
+    totals = [0.0, 0.5, 1.0, 2.0, 4.0]
+    bounded = [bounded_evidence(t) for t in totals]
+    assert bounded[0] == 0.0 and all(a < b < 1.0 for a, b in zip(bounded, bounded[1:]))
+    assert abs(bounded_evidence(1e-4) - 1e-4) < 1e-8  # as the sum itself near 0
 
 
 def test_with_no_graph_evidence_the_passages_are_the_dense_ranking(sourced):

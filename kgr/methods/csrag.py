@@ -217,6 +217,12 @@ def propagate(
     return states, bindings
 
 
+def bounded_evidence(total: float) -> float:
+    """A passage's summed graph evidence in [0, 1): 1 - exp(-total), as the sum itself near 0 and never at a cap,
+    so passages with much evidence still rank by how much (a cap at 1 tied them, leaving the dense score to decide)."""
+    return 1.0 - math.exp(-total)
+
+
 def fuse_passages(dense: np.ndarray, evidence: Mapping[int, float], first: int, top: int,
                   weight: float) -> tuple[list[int], dict[int, tuple[float, float]]]:
     """The `top` passages by dense score + `weight` x graph evidence among the dense `first` and every passage
@@ -534,7 +540,7 @@ class CSRAG:
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
                          anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]
                          ) -> dict[int, float]:
-        """Graph evidence per passage in [0, 1]: the provenance of resolved constraints' kept triples (the paper's
+        """Graph evidence per passage in [0, 1) (`bounded_evidence`): the provenance of resolved constraints' kept triples (the paper's
         textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
         entities (an entity found in many passages says little about each: weight 1/sqrt(count)), the recovered
         passages of unresolved constraints, each scaled by the specificity of the mention its chain starts from; and
@@ -573,7 +579,7 @@ class CSRAG:
                 seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
         for p, value in self.index.walk_evidence(seeds, settings.walk_damping, settings.walk_evidence).items():
             evidence[p] = evidence.get(p, 0.0) + value
-        return {p: min(1.0, value) for p, value in evidence.items()}
+        return {p: bounded_evidence(value) for p, value in evidence.items()}
 
     def term_weights(self, states: Sequence[ConstraintState], anchors: Mapping[str, list[int]]) -> dict[str, float]:
         """Each mention's specificity in the graph (`GraphStore.specificity` ** `csrag.specificity`), and each

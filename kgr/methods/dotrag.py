@@ -421,7 +421,7 @@ class DotRAG:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
         them: the provenance of the paths' relationships, and a walk from the anchors weighted by their names'
         specificity (`csrag.specificity`, `csrag.walk_*`, `csrag.evidence_weight`)."""
-        from kgr.methods.csrag import fuse_passages
+        from kgr.methods.csrag import bounded_evidence, fuse_passages
 
         store, csrag = self.store, self.context.config.csrag
         seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
@@ -430,7 +430,7 @@ class DotRAG:
             for rid in path.rids:
                 for p in store.relationship_passages.get(rid, []):
                     evidence[p] = evidence.get(p, 0.0) + csrag.triple_evidence
-        order, _ = fuse_passages(store.passage_vectors @ self._embed(query.plain), {p: min(1.0, v) for p, v in
+        order, _ = fuse_passages(store.passage_vectors @ self._embed(query.plain), {p: bounded_evidence(v) for p, v in
                                  evidence.items()}, self.settings.passages, self.settings.passages,
                                  csrag.evidence_weight)
         trace["passages"] = [store.passages[p][0] for p in order]
