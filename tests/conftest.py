@@ -26,6 +26,13 @@ class RecordingEncoder:
         return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
 
 
+class SettledEncoder(RecordingEncoder):
+    """A RecordingEncoder with the settings a phrase cache names its files by."""
+
+    model = None
+    model_name, precision, threads = "fake", "float32", 1
+
+
 @pytest.fixture(scope="session")
 def metaqa_project(tmp_path_factory) -> Path:
     """The MetaQA fixture slice ingested (real embedding model) with its reachability map, built once per session.

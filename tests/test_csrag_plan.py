@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import RecordingEncoder
+from conftest import RecordingEncoder, SettledEncoder
 
-from kgr.embed import TextVectors
+from kgr.embed import PhraseCache, TextVectors
 from kgr.graph import normalize_name
 from kgr.methods.csrag_plan import _CHUNK, _WORD, PlanIndex, _bounded, content_tokens
 
@@ -79,3 +79,17 @@ def test_question_words_are_encoded_once_across_questions():
     second = index.word_vectors(["born", "river"], "which river", TextVectors(encoder))
     assert encoder.calls == [["where was he born", "born", "city"], ["which river", "river"]]
     assert first["born"].tolist() == second["born"].tolist() == [4.0, 1.0] and second["river"].tolist() == [5.0, 1.0]
+
+
+def test_label_vectors_are_read_from_the_phrase_cache_by_a_later_run(tmp_path):
+    labels = ("born in", "spouse", "plays in club")
+
+    def index(encoder) -> PlanIndex:
+        built = index_over(["x"], labels)
+        built.store.encoder, built.store.phrases = encoder, PhraseCache(tmp_path, encoder)
+        return built
+
+    first, second = SettledEncoder(), SettledEncoder()
+    vectors = index(first).label_vectors
+    assert first.calls == [list(labels)]
+    assert np.array_equal(index(second).label_vectors, vectors) and second.calls == []

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import kgr.embed
-from conftest import RecordingEncoder
+from conftest import RecordingEncoder, SettledEncoder
 from kgr.embed import (CALL_SLOTS, SMALL_BATCH, Encoder, PhraseCache, TextVectors, lean_bert, length_groups,
                        pack_rows, packing_pooling, resolve_precision, verified)
 
@@ -173,13 +173,6 @@ def test_a_packed_texts_vector_is_the_same_whatever_rides_with_it():
     kept = TextVectors(encoder)
     kept.keep(texts, as_queries=True)
     assert np.array_equal(kept(texts), alone)
-
-
-class SettledEncoder(RecordingEncoder):
-    """A RecordingEncoder with the settings a phrase cache names its files by."""
-
-    model = None
-    model_name, precision, threads = "fake", "float32", 1
 
 
 def test_long_lists_are_kept_and_read_back_from_the_phrase_cache(tmp_path):
