@@ -197,9 +197,10 @@ class CsragConfig:
     # [0, 1]) to this power; 0 = off. 4 makes "country" (0.30) weigh 0.01 and a name found in one passage of 1,890
     # (0.91) 0.69: MuSiQue OpenIE R@5 0.570 -> 0.620 alone (2, 0.590; 8, 0.610), 2Wiki 0.853 -> 0.849
     specificity: float = ranged(4.0, 0.0)
-    # graph evidence a passage gets (summed, then 1 - exp(-sum): `bounded_evidence`): this times its share of a personalized PageRank from the
-    # anchors (weighted by specificity) over entities, relationships and entity-passage links (its mass / the top
-    # passage's), 0 = off; 1: MuSiQue R@5 0.722, 2: 0.777 (other evidence off)
+    # graph evidence a passage gets (summed, then bounded: 1 - exp(-sum), `bounded_evidence`): this times its share
+    # of a personalized PageRank from the anchors (weighted by specificity) over entities, relationships and
+    # entity-passage links (its mass / the top passage's), 0 = off; 1: MuSiQue R@5 0.722, 2: 0.777 (other evidence
+    # off, with the former cap at 1)
     walk_evidence: float = ranged(2.0, 0.0)
     walk_damping: float = ranged(0.8, 0.0, 1.0, low_open=True)  # the walk's continue probability (0.5: 0.598, 0.9: 0.652)
     # ... the provenance of a resolved constraint's kept triple

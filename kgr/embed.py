@@ -288,6 +288,7 @@ class PhraseCache:
         self.encoder = encoder
 
     def path(self, texts: Sequence[str], how: str) -> Path:
+        """The file of this list encoded `how` by this encoder."""
         import torch
 
         _ = self.encoder.model  # loaded: `precision` is resolved then
