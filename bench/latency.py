@@ -9,8 +9,9 @@ The suite (bench/suite.py) runs one method over a whole set, then the next: on a
 between the two runs, and their p50 ratio with it. Here both methods answer each question in turn in one process (one
 graph in memory, the encoder warm), so a load change hits both alike. Per set: p50 of each method, their ratio,
 DotRAG's p50 per stage (its record's `timings_ms`: plan.seeds = anchors and the question's vector when needed,
-plan.rank_trajectories = the policy's ranking with the words it encodes, search = the hop-by-hop walk, pack) and its
-first question's latency. Records are not stored. Output: bench/out/latency/latency.md and latency.json.
+plan.rank_trajectories = the policy's ranking with the words it encodes, search = the hop-by-hop walk, pack), its
+first question's latency, and the seconds to open the project (graph and model) and to build the method (its
+warm-up: phrase lists read from the project's phrase cache, or encoded the first time). Records are not stored. Output: bench/out/latency/latency.md and latency.json.
 """
 
 from __future__ import annotations
@@ -72,10 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for project_name in dict.fromkeys(s.project for s in suite.SETS if s.name in names):
         with Project.open(suite.PROJECTS / project_name, write=False) as project:
+            began = time.perf_counter()
             context = open_run(project, args.method)
-            dotrag, vss = method_class(args.method)(context), method_class("vss")(context)
+            opened = time.perf_counter()
+            dotrag = method_class(args.method)(context)
+            built = time.perf_counter()
+            vss = method_class("vss")(context)
             for dev_set in (s for s in suite.SETS if s.project == project_name and s.name in names):
                 row = measure(dev_set, sample(dev_set.questions(), args.limit, args.seed), dotrag, vss)
+                row["open_s"], row["build_s"] = round(opened - began, 1), round(built - opened, 1)
                 rows.append(row)
                 print(f"{row['set']}: {label} {row['dotrag_p50']} ms, VSS {row['vss_p50']} ms, "
                       f"{row['ratio']:.2f}x (n {row['n']})", flush=True)
@@ -84,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     stages = sorted({stage for row in rows for stage in row["dotrag_stages_p50"]})
     lines = [f"# {label} latency beside VSS, interleaved per question", "",
              f"`{command.strip()}` ({stamp}; p50 ms per question, model loading excluded)", "",
-             f"| set | n | {label} p50 | VSS p50 | {label} / VSS | {label} first | "
+             f"| set | n | {label} p50 | VSS p50 | {label} / VSS | {label} first | open s | build s | "
              + " | ".join(s.removeprefix("dotrag.") for s in stages) + " |",
-             "|---|---:|---:|---:|---:|---:|" + "---:|" * len(stages)]
+             "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(stages)]
     lines += [f"| {r['set']} | {r['n']} | {r['dotrag_p50']} | {r['vss_p50']} | {r['ratio']:.2f}x | "
-              f"{r['dotrag_first_ms']} | " + " | ".join(str(r['dotrag_stages_p50'].get(s, '–')) for s in stages) + " |"
+              f"{r['dotrag_first_ms']} | {r['open_s']} | {r['build_s']} | " + " | ".join(str(r['dotrag_stages_p50'].get(s, '–')) for s in stages) + " |"
               for r in rows]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latency.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
