@@ -11,7 +11,8 @@ graph in memory, the encoder warm), so a load change hits both alike. Per set: p
 DotRAG's p50 per stage (its record's `timings_ms`: plan.seeds = anchors and the question's vector when needed,
 plan.rank_trajectories = the policy's ranking with the words it encodes, search = the hop-by-hop walk, pack), its
 first question's latency, and the seconds to open the project (graph and model) and to build the method (its
-warm-up: phrase lists read from the project's phrase cache, or encoded the first time). Records are not stored. Output: bench/out/latency/latency.md and latency.json.
+warm-up: phrase lists read from the project's phrase cache, or encoded the first time). Records are not stored.
+Output: bench/out/latency/latency.md and latency.json.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
              + " | ".join(s.removeprefix("dotrag.") for s in stages) + " |",
              "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(stages)]
     lines += [f"| {r['set']} | {r['n']} | {r['dotrag_p50']} | {r['vss_p50']} | {r['ratio']:.2f}x | "
-              f"{r['dotrag_first_ms']} | {r['open_s']} | {r['build_s']} | " + " | ".join(str(r['dotrag_stages_p50'].get(s, '–')) for s in stages) + " |"
+              f"{r['dotrag_first_ms']} | {r['open_s']} | {r['build_s']} | "
+              + " | ".join(str(r['dotrag_stages_p50'].get(s, '–')) for s in stages) + " |"
               for r in rows]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latency.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

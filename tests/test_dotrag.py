@@ -472,6 +472,14 @@ def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query
     assert len(dotrag(hedge_trajectories=0).plan(Query("q", "describe [Dark Harbor] in a few words"))["pairs"]) == 1
 
 
+def recorded_encodes(monkeypatch, graph) -> list[list[str]]:
+    """The texts of every encoder call made from now on (the list fills as they come)."""
+    calls: list[list[str]] = []
+    encode = graph.encoder.encode
+    monkeypatch.setattr(graph.encoder, "encode", lambda texts, *a, **k: calls.append(list(texts)) or encode(texts, *a, **k))
+    return calls
+
+
 def test_a_question_costs_at_most_one_encoder_pass(store, monkeypatch):
     # The relation labels, schema texts and hop queries (one per step the graph holds) are encoded when DotRAG is
     # built, not on a question's clock. A question that names its entities needs no vector of its own under the
@@ -479,9 +487,7 @@ def test_a_question_costs_at_most_one_encoder_pass(store, monkeypatch):
     # brackets encodes itself to find its anchors, then the unseen words outside their names in a batch of their own
     # (beside the question each would be padded).
     project, graph = store
-    calls: list[list[str]] = []
-    encode = graph.encoder.encode
-    monkeypatch.setattr(graph.encoder, "encode", lambda texts, *a, **k: calls.append(list(texts)) or encode(texts, *a, **k))
+    calls = recorded_encodes(monkeypatch, graph)
     method = DotRAG(RunContext(project, load_config(project.root, {}), graph, "retrieve"))
     assert "_label_vectors" in vars(method)
     calls.clear()
@@ -518,9 +524,7 @@ def test_a_later_run_reads_the_graphs_phrases_from_the_project(store, monkeypatc
     config = load_config(project.root, {})
     first = DotRAG(RunContext(project, config, graph, "retrieve"))
     assert list((project.root / PHRASES_DIR).glob("*.npy"))
-    calls: list[list[str]] = []
-    encode = graph.encoder.encode
-    monkeypatch.setattr(graph.encoder, "encode", lambda texts, *a, **k: calls.append(list(texts)) or encode(texts, *a, **k))
+    calls = recorded_encodes(monkeypatch, graph)
     context = RunContext(project, config, graph, "retrieve")
     calls.clear()  # the context's warm-up loads the model
     second = DotRAG(context)

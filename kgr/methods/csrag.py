@@ -540,8 +540,8 @@ class CSRAG:
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
                          anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]
                          ) -> dict[int, float]:
-        """Graph evidence per passage in [0, 1) (`bounded_evidence`): the provenance of resolved constraints' kept triples (the paper's
-        textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
+        """Graph evidence per passage in [0, 1) (`bounded_evidence`): the provenance of resolved constraints' kept
+        triples (the paper's textual evidence of a resolved constraint), the passages titled by or extracted with the anchors and bound
         entities (an entity found in many passages says little about each: weight 1/sqrt(count)), the recovered
         passages of unresolved constraints, each scaled by the specificity of the mention its chain starts from; and
         the passages a walk from the anchors reaches (`PlanIndex.passage_walk`), by their share of its mass."""
