@@ -203,8 +203,10 @@ class TextVectors:
 
     # A forward pass of several short texts costs little more than one of a single text, so texts likely needed
     # soon are encoded with the next miss rather than in calls of their own. Expected texts ride along only while the
-    # batch stays small (`SMALL_BATCH`): a small batch is packed, and a packed text's vector is bit for bit the one it
-    # gets alone, whatever rides with it.
+    # batch stays small (`SMALL_BATCH`): a small batch is packed, each text attending only to itself. In float32 a
+    # packed text's vector is the one it gets alone; in bfloat16 the matrix kernels round differently for different
+    # batch shapes, so a vector can move by up to ~2e-3 in a coordinate with what rides along (bench/README,
+    # nineteenth round): records of a question answered alone and in a batch may then differ in their last decimals.
 
     def __init__(self, encoder: Encoder, limit: int = 0, phrases: PhraseCache | None = None):
         """`limit`: memo entries kept before it starts afresh (0: no limit; an open vocabulary brings new texts

@@ -484,8 +484,8 @@ def test_a_question_costs_at_most_one_encoder_pass(store, monkeypatch):
     # The relation labels, schema texts and hop queries (one per step the graph holds) are encoded when DotRAG is
     # built, not on a question's clock. A question that names its entities needs no vector of its own under the
     # offline policy: only the words the policy scores are encoded (once: a repeat costs no pass); a question without
-    # brackets encodes itself to find its anchors, then the unseen words outside their names in a batch of their own
-    # (beside the question each would be padded).
+    # brackets encodes itself to find its anchors, and its unseen words ride along in that pass (which of them name
+    # the anchors is known only after it).
     project, graph = store
     calls = recorded_encodes(monkeypatch, graph)
     method = DotRAG(RunContext(project, load_config(project.root, {}), graph, "retrieve"))
@@ -500,17 +500,18 @@ def test_a_question_costs_at_most_one_encoder_pass(store, monkeypatch):
     method.plan(Query("q", TWO_HOP))
     assert calls == []
     method.plan(Query("q2", "who directed the movies written by Wendy Scribe"))
-    # the question's own vector finds the anchor; the words outside its name are known by now (and its name's are
-    # never scored)
-    assert calls == [["who directed the movies written by Wendy Scribe"]]
+    # the question's own vector finds the anchor; the words outside its name are known by now, its name's ride along
+    # (spare rows: a name's words are never scored)
+    assert calls == [["who directed the movies written by Wendy Scribe", "scribe", "wendy"]]
     calls.clear()
     method.plan(Query("q3", "who directed the movies written by Wendy Scribe in Lisbon"))
-    assert calls == [["who directed the movies written by Wendy Scribe in Lisbon"], ["lisbon"]]
+    assert calls == [["who directed the movies written by Wendy Scribe in Lisbon", "lisbon"]]  # one pass, not two
+    assert "lisbon" in method.policy._vectors
     calls.clear()
     plan = method.plan(Query("q4", "which movies were written by Wendy Scribe and Otto Penn"))
-    # both names anchor; neither name's words are the way to the answer, so neither is encoded as a word
+    # both names anchor; neither name's words are the way to the answer
     assert plan["question"] == "which movies were written by [Wendy Scribe] and [Otto Penn]"
-    assert calls == [["which movies were written by Wendy Scribe and Otto Penn"]]
+    assert calls == [["which movies were written by Wendy Scribe and Otto Penn", "otto", "penn"]]
     calls.clear()
     record = method.retrieve(Query("q", TWO_HOP))
     assert calls == []  # its hop queries were encoded with the graph's steps

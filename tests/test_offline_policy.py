@@ -287,6 +287,16 @@ def test_a_word_said_twice_is_explained_by_two_steps(question, depth):
     assert step == Stop([depth])
 
 
+def test_words_to_expect_are_the_content_words_outside_the_mentions_not_yet_encoded():
+    pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
+    question = "who is the co-author that shares a father with [Ada Varga]'s [Bela]"
+    assert pol.words_to_expect(question) == ["author", "father", "who"]  # no cue words, stop words or mentions
+    pol._scorer(question, ADA)  # the scorer encodes them
+    assert pol.words_to_expect(question) == []
+    # without brackets every content word is expected: the names found later are among them
+    assert pol.words_to_expect("where was Ada Varga born") == ["ada", "born", "varga", "where"]
+
+
 def test_a_repeated_word_no_second_step_fits_gives_no_second_credit():
     # "father" said twice fits one `father` step; the `occupation` step does not fit it, so the second "father" is
     # unexplained in both chains alike and the occupation asked for is still the chain's end

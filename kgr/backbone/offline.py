@@ -242,9 +242,14 @@ class OfflinePolicy:
         self._crowded_steps()
         self._shared_matrix()
 
+    def words_to_expect(self, question: str) -> list[str]:
+        """The content words outside the question's bracketed mentions that have no vector yet: a superset of what
+        its scorers will read once its anchors are known (their names are marked as mentions then)."""
+        return sorted({w for w, _ in question_words(question, "")} - SHARING_CUES - {"co"} - self._vectors.keys())
+
     def prepare(self, question: str, anchor_names: list[str]) -> None:
         """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
-        of short words costs about one short text; padded beside the question each would cost as much as it)."""
+        of short words costs about one short text; `words_to_expect` lets most of them ride with an earlier pass)."""
         words = {w for name in anchor_names for w, _ in question_words(question, name)}
         self._encode_missing(sorted(words - SHARING_CUES - {"co"}))
 

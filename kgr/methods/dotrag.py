@@ -245,6 +245,10 @@ class DotRAG:
         # the question's vector, encoded on first use: under the offline policy a question that names its entities
         # needs none (the hops search with the policy's step queries), saving the encoder pass VSS cannot avoid
         qv = partial(self._embed, query.plain)
+        if isinstance(self.policy, OfflinePolicy):
+            # the policy's new words ride along with the question's first encoder call instead of making one more
+            # (a small batch is packed: each vector is the one its text gets alone)
+            self._vectors.expect(self.policy.words_to_expect(query.text))
         anchors, unmatched, warnings = self._anchors(query, qv)
         # the policy reads the names it anchors as mentions, bracketed or found: their words name entities, not the
         # way to the answer
