@@ -114,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {r['set']} | {suite.LABELS[r['method']]} | {r['retrievals']} | {r['p50_ms']} | {r['p95_ms']} | "
               f"{r['first_pass_p50_ms']} | {r['encoder_calls_per_question']} | {r['open_s']} | {r['open_rss_gb']} | "
               f"{r['peak_rss_gb']} |" for r in rows]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "memory.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (args.out / "memory.json").write_text(json.dumps({"command": command.strip(), "date": stamp, "rows": rows},
-                                                     indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}/memory.md, memory.json")
+    suite.write_report(args.out, "memory", lines, command.strip(), stamp, rows)
     return 0
 
 

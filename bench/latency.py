@@ -98,11 +98,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['dotrag_first_ms']} | {r['open_s']} | {r['build_s']} | "
               + " | ".join(str(r['dotrag_stages_p50'].get(s, '–')) for s in stages) + " |"
               for r in rows]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latency.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (args.out / "latency.json").write_text(json.dumps({"command": command.strip(), "date": stamp, "rows": rows},
-                                                      indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}/latency.md, latency.json")
+    suite.write_report(args.out, "latency", lines, command.strip(), stamp, rows)
     return 0
 
 

@@ -252,6 +252,15 @@ def suite_means(rows: list[dict], methods: list[str]) -> dict[str, dict]:
     return means
 
 
+def write_report(out: Path, stem: str, lines: list[str], command: str, stamp: str, rows: list[dict]) -> None:
+    """A bench script's table as `<stem>.md` and its rows as `<stem>.json` (with the command and date) under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / f"{stem}.json").write_text(json.dumps({"command": command, "date": stamp, "rows": rows}, indent=2) + "\n",
+                                      encoding="utf-8")
+    print(f"wrote {out}/{stem}.md, {stem}.json")
+
+
 def _cell(value, fmt: str = "{:.3f}") -> str:
     return "–" if value is None else fmt.format(value)
 
