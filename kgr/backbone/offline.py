@@ -243,8 +243,8 @@ class OfflinePolicy:
         self._shared_matrix()
 
     def words_to_expect(self, question: str) -> list[str]:
-        """The content words outside the question's bracketed mentions that have no vector yet: a superset of what
-        its scorers will read once its anchors are known (their names are marked as mentions then)."""
+        """The content words outside the question's bracketed mentions that have no vector yet: what its scorers will
+        read once its anchors are known (their names are marked as mentions then), and the words of those names."""
         return sorted({w for w, _ in question_words(question, "")} - SHARING_CUES - {"co"} - self._vectors.keys())
 
     def prepare(self, question: str, anchor_names: list[str]) -> None:

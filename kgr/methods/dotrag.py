@@ -247,7 +247,7 @@ class DotRAG:
         qv = partial(self._embed, query.plain)
         if isinstance(self.policy, OfflinePolicy):
             # the policy's new words ride along with the question's first encoder call instead of making one more
-            # (a small batch is packed: each vector is the one its text gets alone)
+            # (a small batch is packed, so they cost only their own slots; on bfloat16 see TextVectors on the bits)
             self._vectors.expect(self.policy.words_to_expect(query.text))
         anchors, unmatched, warnings = self._anchors(query, qv)
         # the policy reads the names it anchors as mentions, bracketed or found: their words name entities, not the
