@@ -8,8 +8,9 @@ A set with fewer questions than `--retrievals` is answered again from the start 
 second pass meets warm memos: its own p50 is given apart). Peak RSS is the process's high-water mark
 (`ru_maxrss`), so each method runs in a fresh child process: "open" is the mark after opening the project and
 building the method (graph, vectors, model), "peak" the mark after the batch. Encoder calls are counted at
-`Encoder.encode`, over the first pass; a question's calls depend on each other when a text needs what the previous one found (a constraint
-whose text names the entities bound before it). Output: bench/out/memory/memory.md and memory.json.
+`Encoder.encode`, over the first pass; a question's calls depend on each other when a text needs what the previous
+one found (a constraint whose text names the entities bound before it). Output: bench/out/memory/memory.md and
+memory.json.
 """
 
 from __future__ import annotations

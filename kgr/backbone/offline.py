@@ -68,6 +68,8 @@ _OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
 _BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
 # English cues that the answer is reached through something it shares with the anchor.
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
+# ... and with the `co` that `question_words` splits off "co-starred": cues, never words the scorers read
+CUE_WORDS = SHARING_CUES | {"co"}
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
 
@@ -105,7 +107,7 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
 
 def sharing_cue(words: list[tuple[str, float]]) -> bool:
     """True when the question says the answer shares something with the anchor."""
-    return any(w in SHARING_CUES or w == "co" for w, _ in words)
+    return any(w in CUE_WORDS for w, _ in words)
 
 
 # Compiled chain groups memoized (OfflinePolicy._chain_arrays): groups of at most 1,000 chains, 200,000 chains in all
@@ -245,13 +247,13 @@ class OfflinePolicy:
     def words_to_expect(self, question: str) -> list[str]:
         """The content words outside the question's bracketed mentions that have no vector yet: what its scorers will
         read once its anchors are known (their names are marked as mentions then), and the words of those names."""
-        return sorted({w for w, _ in question_words(question, "")} - SHARING_CUES - {"co"} - self._vectors.keys())
+        return sorted({w for w, _ in question_words(question, "")} - CUE_WORDS - self._vectors.keys())
 
     def prepare(self, question: str, anchor_names: list[str]) -> None:
         """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
         of short words costs about one short text; `words_to_expect` lets most of them ride with an earlier pass)."""
         words = {w for name in anchor_names for w, _ in question_words(question, name)}
-        self._encode_missing(sorted(words - SHARING_CUES - {"co"}))
+        self._encode_missing(sorted(words - CUE_WORDS))
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def _chain_arrays(self, ids: np.ndarray, anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -486,7 +488,7 @@ class OfflinePolicy:
         settings = self.settings
         words = question_words(question, anchor.name, settings.right_offset)
         sharing = sharing_cue(words)
-        words = [(w, d) for w, d in words if w not in SHARING_CUES and w != "co"]
+        words = [(w, d) for w, d in words if w not in CUE_WORDS]
         if words:
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
