@@ -89,13 +89,21 @@ def command(function: Callable) -> Callable:
         try:
             function(*args, **kwargs)
         except KgrError as exc:
-            output.error(exc.message)
-            raise typer.Exit(int(exc.status)) from None
+            fail(output, exc.message, exc.status, as_json=bool(kwargs.get("as_json")))
         except KeyboardInterrupt:
-            output.error("interrupted; the project keeps its previous state")
-            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+            fail(output, "interrupted; the project keeps its previous state", ExitStatus.INTERRUPTED,
+                 as_json=bool(kwargs.get("as_json")))
 
     return wrapper
+
+
+def fail(output: Output, message: str, status: int, *, as_json: bool) -> None:
+    """Report a failed command: one line on stderr, and with --json an error object on stdout, so a script that
+    parses stdout always gets JSON; then exit with `status`."""
+    output.error(message)
+    if as_json:
+        print_json({"error": message, "exit_status": int(status)})
+    raise typer.Exit(int(status)) from None
 
 
 def print_json(value: Any) -> None:
@@ -104,7 +112,8 @@ def print_json(value: Any) -> None:
 
 @app.command()
 @command
-def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: bool = QuietOption) -> None:
+def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: bool = QuietOption,
+         as_json: bool = JsonOption) -> None:
     """Create a project directory with a kgr.toml listing every setting."""
     from kgr.project import Project
 
@@ -112,7 +121,10 @@ def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: b
     path = Project.init(directory, parse_settings(settings))
     if existed and settings:
         raise UsageError(f"{path} exists and was kept; edit it, or pass --set to the command that should use it")
-    Output(quiet).info(f"project ready: {path}" + (" (kept the existing file)" if existed else ""))
+    if as_json:
+        print_json({"config": str(path), "created": not existed})
+    else:
+        Output(quiet).info(f"project ready: {path}" + (" (kept the existing file)" if existed else ""))
 
 
 @app.command()
@@ -157,14 +169,16 @@ def ingest(
         if report.counts.get("coarse_typed"):
             output.info(f"typed {report.counts['coarse_typed']:,} entities by coarse kinds: their relation roles "
                         f"gave {report.counts['role_types']:,} types (more than types.max_inferred)")
-        if report.skipped_records:
-            shown = report.skipped_records[:3]
-            more = f"; {len(report.skipped_records) - len(shown):,} more (--json lists all)" \
-                if len(report.skipped_records) > len(shown) else ""
-            from rich.markup import escape
+    # Warnings go to stderr with --json too: they change how the result reads.
+    if report.skipped_records:
+        output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "
+                           + first_few(report.skipped_records)))
 
-            output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "
-                               + "; ".join(shown) + more))
+
+def first_few(items: list[str], shown: int = 3) -> str:
+    """The first `shown` items joined by "; ", and how many more there are (--json lists them all)."""
+    more = f"; {len(items) - shown:,} more (--json lists all)" if len(items) > shown else ""
+    return "; ".join(items[:shown]) + more
 
 
 @app.command()
@@ -225,10 +239,11 @@ def reach(
         return
     with Project.open(directory, write=True, overrides=parse_settings(settings)) as project:
         stats = run_reach(project, force=force)
-    if stats is None:
+        stored = project.last_run("reach").counts if stats is None else None
+    if as_json:
+        print_json({"up_to_date": True, **stored} if stats is None else {"up_to_date": False, **stats.to_dict()})
+    elif stats is None:
         output.info("reach is up to date; use --force to rebuild it")
-    elif as_json:
-        print_json(stats.to_dict())
     else:
         output.info(
             f"reachability map: {stats.num_entities:,} entities, {stats.num_edges:,} relationships, H={stats.max_hops}; "
@@ -314,6 +329,7 @@ def overview(
     settings: list[str] = SetOption,
     force: bool = ForceOption,
     quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Summarize each entity type and the whole graph (|T|+1 backbone calls; extractive when offline)."""
     from kgr.overview import read_overview, run_overview
@@ -323,11 +339,18 @@ def overview(
     overrides = parse_settings(settings, **{"backbone.model": backbone})
     if show:
         with Project.open(directory, overrides=overrides) as project:
-            output.out.print(read_overview(project), markup=False)
+            text = read_overview(project)
+        if as_json:
+            print_json({"overview": text})
+        else:
+            output.out.print(text, markup=False)
         return
     with Project.open(directory, write=True, overrides=overrides) as project, output.progress() as bar:
         result = run_overview(project, force=force, use_cache=not no_cache, progress=bar)
-    if result is None:
+        stored = project.last_run("overview").counts if result is None else None
+    if as_json:
+        print_json({"up_to_date": True, **stored} if result is None else {"up_to_date": False, **result})
+    elif result is None:
         output.info("overview is up to date; use --force to redo it (or --show to print it)")
     else:
         output.info(f"overview of {result['types']} types stored ({result['llm_calls']} backbone calls)")
@@ -420,8 +443,12 @@ def retrieve(
             name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
                                              progress=bar(f"retrieving ({method})", len(queries)), out=out,
                                              on_record=tally)
-    output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
-                (f"; records written to {out}" if out else ""))
+    if as_json:
+        print_json({"run": name, "method": method, "retrieved": done, "already_done": skipped,
+                    "out": str(out) if out else None, "warnings": tally.summary})
+    else:
+        output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
+                    (f"; records written to {out}" if out else ""))
     if tally.summary:
         output.err.print(f"warning: {tally.summary}", markup=False, highlight=False)
 
@@ -523,9 +550,9 @@ def perturb(
                                  anchors=anchors, progress=bar)
     if as_json:
         print_json(report.to_dict())
-        return
-    output.info(f"{target}: {report.affected:,} of {report.in_scope:,} in-scope relationships damaged "
-                f"({mode}, {scope}, ratio {ratio}, seed {seed}): {dict(report.by_operation)}")
+    else:
+        output.info(f"{target}: {report.affected:,} of {report.in_scope:,} in-scope relationships damaged "
+                    f"({mode}, {scope}, ratio {ratio}, seed {seed}): {dict(report.by_operation)}")
     if report.anchors_missing:
         output.info(f"[yellow]warning:[/yellow] {len(report.anchors_missing)} anchor(s) not found in the graph")
 
