@@ -183,12 +183,13 @@ def first_few(items: list[str], shown: int = 3) -> str:
 
 @app.command()
 @command
-def status(directory: Path = ProjectDir, as_json: bool = JsonOption, quiet: bool = QuietOption) -> None:
+def status(directory: Path = ProjectDir, settings: list[str] = SetOption, as_json: bool = JsonOption,
+           quiet: bool = QuietOption) -> None:
     """Show stages, counts per entity type and relation, and sizes on disk."""
     from kgr.project import Project
     from kgr.status import project_status, render_status
 
-    with Project.open(directory) as project:
+    with Project.open(directory, overrides=parse_settings(settings)) as project:
         report = project_status(project)
     if as_json:
         print_json(report)
@@ -502,6 +503,7 @@ def evaluate_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for JSON, CSV, Markdown and PNG reports."),
     hops: list[int] = typer.Option([], "--hops", min=1, help="Hop count of the questions, over JSONL `hops` and "
                                    "the path: once for all files or once per --questions (repeatable)."),
+    settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -513,8 +515,9 @@ def evaluate_command(
     from kgr.project import Project
 
     output = Output(quiet)
+    overrides = parse_settings(settings)
     sets = load_question_sets(questions, hops)
-    with Project.open(directory) as project:
+    with Project.open(directory, overrides=overrides) as project:
         result = evaluate(project, sets, runs, out_dir=out, limit=limit or None, seed=seed,
                           console=None if (quiet or as_json) else output.out)
     for warning in result.warnings:
@@ -535,6 +538,7 @@ def perturb(
     scope: str = typer.Option("whole", "--scope", help="query (2-hop neighbourhoods of the anchors) or whole."),
     questions: Optional[Path] = typer.Option(None, "--questions", help="Questions whose anchors define the scope."),
     seed: int = typer.Option(0, "--seed"),
+    settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -544,10 +548,11 @@ def perturb(
     from kgr.project import Project
 
     output = Output(quiet)
+    overrides = parse_settings(settings)
     anchors = sorted({a for q in load_questions(questions) for a in q.anchors}) if questions else None
-    with Project.open(source) as project, output.progress() as bar:
+    with Project.open(source, overrides=overrides) as project, output.progress() as bar:
         report = perturb_project(project, target, mode=mode, ratio=ratio, scope=scope, seed=seed,
-                                 anchors=anchors, progress=bar)
+                                 anchors=anchors, progress=bar, overrides=overrides)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -45,7 +45,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -370,11 +370,13 @@ def perturb_project(
     anchors: list[str] | None = None,
     progress: ProgressFactory | None = None,
     encoder: Encoder | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> PerturbReport:
     """Write a damaged copy of `source` (opened to read) as a new project at `target_dir`; see the module docstring.
 
     `encoder` shares an already loaded model for re-embedding changed relationships (used when its model is the
-    target's).
+    target's). `overrides` (the command's `--set`) apply to the target as to the source; its kgr.toml is the
+    source's, unchanged.
     """
     started = time.time()
     if mode not in MODES:
@@ -406,7 +408,7 @@ def perturb_project(
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(source.root) / CONFIG_FILE, target_dir / CONFIG_FILE)
-        with Project.open(target_dir, write=True) as target:
+        with Project.open(target_dir, write=True, overrides=overrides) as target:
             perturbation = {
                 "perturb_mode": mode, "perturb_scope": scope, "perturb_ratio": float(ratio), "perturb_seed": int(seed),
                 "perturb_anchors": int(anchor_eids.size), "perturb_in_scope": int(plan.in_scope.size),
