@@ -148,19 +148,31 @@ class Project:
         create: bool = False,
         overrides: Mapping[str, Any] | None = None,
     ) -> Iterator["Project"]:
-        """Open a project, holding its lock (exclusive to write, shared to read) until exit."""
+        """Open a project, holding its lock (exclusive to write, shared to read) until exit.
+
+        With `create`, a directory that did not exist or was empty is left as it was found when the command fails
+        (a KgrError or an interrupt): what it created is removed, so a refused first ingest leaves no half project."""
         root = Path(root)
-        if create:
-            cls.init(root, overrides)
-        elif not (root / CONFIG_FILE).exists():
-            raise KgrError(f"{root}: not a kgr project (no {CONFIG_FILE}); run `kgr init {root}` or `kgr ingest` first")
-        config = load_config(root, overrides)  # ConfigError: exit 2 for a flag or variable, 3 for kgr.toml
-        project = cls(root, config, write)
+        undo = FreshDirectory(root) if create else None
         try:
-            project._acquire_lock()  # inside: a writer that took the lock and then failed to publish releases it
-            yield project
-        finally:
-            project.close()
+            if create:
+                cls.init(root, overrides)
+            elif not (root / CONFIG_FILE).exists():
+                raise KgrError(f"{root}: not a kgr project (no {CONFIG_FILE}); run `kgr init {root}` or "
+                               f"`kgr ingest` first")
+            config = load_config(root, overrides)  # ConfigError: exit 2 for a flag or variable, 3 for kgr.toml
+            project = cls(root, config, write)
+            try:
+                project._acquire_lock()  # inside: a writer that took the lock and then failed to publish releases it
+                yield project
+            finally:
+                project.close()
+        except ProjectBusyError:
+            raise  # another process holds the directory: what is in it is its own, not this command's
+        except (KgrError, KeyboardInterrupt):
+            if undo is not None:
+                undo.remove_created()
+            raise
 
     def _acquire_lock(self) -> None:
         if self.writable:
@@ -509,6 +521,28 @@ class Project:
             "reach": size(self.root / REACH_DIR),
             "phrases": size(self.root / PHRASES_DIR),
         }
+
+
+class FreshDirectory:
+    """A project directory as it was before a command: missing or empty ("fresh"), or holding something."""
+
+    def __init__(self, root: Path):
+        # The topmost folder the command will create (root or a missing parent), or root itself when it is empty.
+        missing = [folder for folder in (root, *root.parents) if not folder.exists()]
+        self.topmost_new: Path | None = missing[-1] if missing else None
+        self.was_empty = not missing and root.is_dir() and not any(root.iterdir())
+        self.root = root
+
+    def remove_created(self) -> None:
+        """Remove what the command created in a fresh directory; a directory that held anything is left alone."""
+        if self.topmost_new is not None:
+            shutil.rmtree(self.topmost_new, ignore_errors=True)
+        elif self.was_empty:
+            for child in self.root.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
 
 
 def _lock_holder(handle) -> str:
