@@ -66,6 +66,7 @@ def vectors(root: Path) -> dict[str, np.ndarray]:
 
 
 def test_interrupted_encoding_resumes_from_the_checkpoint(tmp_path, tables):
+    Project.init(tmp_path / "p")  # an interrupt in a directory the command created would remove it, checkpoint and all
     interrupted = CountingEncoder(interrupt_on_call=4)
     with pytest.raises(KeyboardInterrupt):
         store(tmp_path / "p", tables, interrupted)
@@ -89,6 +90,7 @@ def test_interrupted_encoding_resumes_from_the_checkpoint(tmp_path, tables):
 
 
 def test_checkpoint_of_another_model_is_not_reused(tmp_path, tables):
+    Project.init(tmp_path / "p")
     with pytest.raises(KeyboardInterrupt):
         store(tmp_path / "p", tables, CountingEncoder("model-a", interrupt_on_call=2))
     other = CountingEncoder("model-b")
