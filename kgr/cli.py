@@ -156,7 +156,7 @@ def ingest(
     overrides = parse_settings(settings, **{"embedding.model": embedding_model})
     mode = ingest_mode(replace, append)
     with Project.open(directory, write=True, create=True, overrides=overrides) as project, output.progress() as bar:
-        report = run_ingest(project, options, force=force, mode=mode, progress=bar)
+        report = run_ingest(project, options, force=force, mode=mode, progress=bar, settings=overrides)
     if as_json:
         print_json({"skipped": report.skipped, "counts": report.counts, "seconds": report.seconds,
                     "encoded": report.encoded, "skipped_records": report.skipped_records})

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import time
 import uuid
@@ -34,6 +35,9 @@ SNAPSHOT_DIR = "snapshots"
 CURRENT_SNAPSHOT = "CURRENT"  # the name of the snapshot readers open, replaced atomically
 VECTORS_DIR = "vectors"
 REACH_DIR = "reach"
+# Written when an ingest starts and removed when it commits or is refused: the inputs and flags of an ingest killed
+# before it committed, so the hint of a later command can name the command that resumes it.
+INGEST_STARTED = "ingest-started.json"
 # Long phrase lists' vectors (`kgr.embed.PhraseCache`), derived from the graph and the encoder alone: ingest empties
 # it, and any file in it may be deleted.
 PHRASES_DIR = "phrase-vectors"
@@ -348,7 +352,7 @@ class Project:
             import duckdb
 
             if not self.writable and not self.db_path.exists():
-                raise MissingStageError(f"{self.root}: nothing ingested yet; run `kgr ingest {self.root} ...`")
+                raise MissingStageError(f"{self.root}: nothing ingested yet{self._ingest_hint()}")
             path = self._snapshot_dir / f"{self.snapshot}.duckdb" if self.snapshot else self.db_path
             try:
                 self._db = duckdb.connect(str(path), read_only=not self.writable)
@@ -429,6 +433,8 @@ class Project:
     def require(self, stage: str) -> StageRun:
         """The stage's latest run, refusing if it never ran or its inputs changed since."""
         run = self.last_run(stage)
+        if run is None and stage == "ingest":
+            raise MissingStageError(f"{self.root}: stage ingest has not run{self._ingest_hint()}")
         if run is None:
             raise MissingStageError(f"{self.root}: stage {stage} has not run; run `kgr {stage} {self.root}` first")
         stale = self.stale_reason(stage, run)
@@ -507,6 +513,33 @@ class Project:
             raise
         db.execute("COMMIT")
 
+    # -- an ingest started and not committed ------------------------------------------------------------------------
+    def mark_ingest_started(self, args: list[tuple[str, bool]]) -> None:
+        """Record the ingest starting now: its arguments after the directory, each (text, whether it is a path)."""
+        shown = [[os.path.abspath(text) if is_path else text, is_path] for text, is_path in args]
+        _write_atomically(self.root / INGEST_STARTED, json.dumps(
+            {"started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "pid": os.getpid(),
+             "args": shown}, indent=1))
+
+    def clear_ingest_started(self) -> None:
+        (self.root / INGEST_STARTED).unlink(missing_ok=True)
+
+    def started_ingest_command(self) -> str | None:
+        """The command that resumes an ingest that started and never committed (killed), or None."""
+        try:
+            record = json.loads((self.root / INGEST_STARTED).read_text(encoding="utf-8"))
+            args = [_shown_path(text) if is_path else text for text, is_path in record["args"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # no marker, or one that cannot be read: the hint falls back to the general one
+        return shlex.join(["kgr", "ingest", str(self.root), *args])
+
+    def _ingest_hint(self) -> str:
+        """The end of a message telling how to ingest: the resuming command when an ingest was cut short."""
+        started = self.started_ingest_command()
+        if started:
+            return f"; an ingest started and did not finish: resume it with `{started}`"
+        return f"; run `kgr ingest {shlex.quote(str(self.root))} GRAPH_FILE...` first"
+
     # -- sizes -------------------------------------------------------------------------------------------------
     def disk_usage(self) -> dict[str, int]:
         """Bytes on disk of the database, the vectors, the reachability map and the phrase cache."""
@@ -550,6 +583,12 @@ def _lock_holder(handle) -> str:
     handle.seek(0)
     holder = handle.read().strip() or "another process"
     return f"{holder} is writing it"
+
+
+def _shown_path(path: str) -> str:
+    """A recorded absolute path as short as it can be shown from here: relative when under the working directory."""
+    relative = os.path.relpath(path)
+    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def _file_stamp(path: Path) -> dict:

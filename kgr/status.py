@@ -11,6 +11,8 @@ def project_status(project: Project) -> dict[str, Any]:
     """A JSON-able description of the project's state."""
     report: dict[str, Any] = {"project": str(project.root), "stages": [], "types": {}, "relations": {},
                               "disk_bytes": project.disk_usage()}
+    if project.last_run("ingest") is None and (resume := project.started_ingest_command()):
+        report["interrupted_ingest"] = resume  # the command that resumes it
     if not project.db_path.exists():
         return report
     for run in project.runs():
@@ -53,7 +55,9 @@ def render_status(report: dict[str, Any], console) -> None:
         state = stage["state"] if stage["state"] == "current" else f"[red]stale: {escape(stage['state'])}[/red]"
         ran_at = stage["ran_at"].replace("T", " ")  # a space lets a narrow column wrap between date and time
         stages.add_row(stage["stage"], ran_at, f"{stage['duration_s']:.1f}s", state, escape(counts))
-    if not report["stages"]:
+    if report.get("interrupted_ingest"):
+        stages.add_row("ingest", "", "", "[red]interrupted[/red]", f"resume: {escape(report['interrupted_ingest'])}")
+    elif not report["stages"]:
         stages.add_row("(none)", "", "", "", "run `kgr ingest`")
     console.print(stages)
     for title, key in (("entities per type", "types"), ("relationships per relation", "relations")):

@@ -1,6 +1,10 @@
-"""`kgr ingest` as a new user meets it: a refused first ingest leaves no half project behind."""
+"""`kgr ingest` as a new user meets it: a refused first ingest leaves no half project behind, and a killed one
+is named, inputs and flags, in the hints of later commands."""
 
 from __future__ import annotations
+
+import json
+import shlex
 
 import pytest
 
@@ -72,3 +76,55 @@ def test_an_interrupted_first_ingest_removes_the_directory_it_created(files, run
     refused(run_kgr("ingest", root, files / "kb.txt"), ExitStatus.INTERRUPTED)
     assert written == ["entities"]  # it got as far as embedding (a vectors generation existed)
     assert not root.exists()
+
+
+# -- a killed first ingest ------------------------------------------------------------------------------------------
+SCHEMA = """\
+[relations.acquired]
+subject = "company"
+object = "company"
+
+[relations.headquartered_in]
+subject = "company"
+object = "city"
+"""
+
+
+def test_a_later_command_names_the_command_that_resumes_a_killed_first_ingest(files, run_kgr, monkeypatch):
+    monkeypatch.chdir(files)
+    (files / "my data").mkdir()
+    (files / "my data" / "kb.txt").write_text(TRIPLES, encoding="utf-8")
+    (files / "schema.toml").write_text(SCHEMA, encoding="utf-8")
+    # A directory that existed keeps what an interrupted ingest left in it, as a killed one does (the started
+    # marker and a vectors generation; no database).
+    assert run_kgr("init", "project", "--quiet").exit_code == 0
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stage, "write_vector_table", killed)
+    given = ("my data/kb.txt", "--schema", "schema.toml", "--set", "embedding.batch_size=8")
+    refused(run_kgr("ingest", "project", *given), ExitStatus.INTERRUPTED)
+    monkeypatch.undo()
+    monkeypatch.chdir(files)
+    assert not (files / "project" / "kgr.duckdb").exists()
+
+    resume = "kgr ingest project 'my data/kb.txt' --schema schema.toml --set embedding.batch_size=8"
+    for args in (("reach", "project"), ("retrieve", "project", "--query", "what did [Acme Robotics] acquire"),
+                 ("reach", "project", "--show", "Acme Robotics")):
+        result = refused(run_kgr(*args), ExitStatus.STALE)
+        assert f"resume it with `{resume}`" in result.stderr, (args, result.stderr)
+    status = run_kgr("status", "project", "--json")
+    assert status.exit_code == 0 and json.loads(status.stdout)["interrupted_ingest"] == resume
+    assert f"resume: {resume}" in " ".join(run_kgr("status", "project", env={"COLUMNS": "200"}).stdout.split())
+
+    assert run_kgr(*shlex.split(resume)[1:], "--quiet").exit_code == 0  # the named command resumes it
+    assert run_kgr("reach", "project", "--quiet").exit_code == 0
+    assert "interrupted_ingest" not in json.loads(run_kgr("status", "project", "--json").stdout)
+
+
+def test_without_a_started_ingest_the_hint_names_the_graph_files_to_give(files, run_kgr):
+    root = files / "project"
+    assert run_kgr("init", root, "--quiet").exit_code == 0
+    result = refused(run_kgr("reach", root), ExitStatus.STALE)
+    assert f"run `kgr ingest {root} GRAPH_FILE...` first" in result.stderr

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from kgr.embed import (EmbeddingCheckpoint, Encoder, PhraseCache, project_encoder, reusable_vectors, write_meta,
                        write_vector_table)
-from kgr.errors import InputError, UsageError
+from kgr.errors import InputError, KgrError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
@@ -64,6 +64,26 @@ class IngestOptions:
     def files(self) -> list[str]:
         """The graph and passage files as given, for messages and the inputs table."""
         return [str(p) for p in [*self.paths, *self.passages]]
+
+    def command_args(self, mode: str | None = None,
+                     settings: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
+        """The `kgr ingest` arguments after the directory that read these inputs, each (text, whether it is a path)."""
+        args: list[tuple[str, bool]] = [(str(path), True) for path in self.paths]
+        for path in self.passages:
+            args += [("--passages", False), (str(path), True)]
+        if self.schema is not None:
+            args += [("--schema", False), (str(self.schema), True)]
+        if self.fmt is not None:
+            args += [("--format", False), (self.fmt, False)]
+        for field_name, header in (self.columns or {}).items():
+            args += [("--column", False), (f"{field_name}={header}", False)]
+        if self.delimiter is not None:
+            args += [("--delimiter", False), (self.delimiter, False)]
+        if mode is not None:
+            args.append((f"--{mode}", False))
+        for key, value in (settings or {}).items():
+            args += [("--set", False), (f"{key}={value}", False)]
+        return args
 
 
 @dataclass
@@ -194,13 +214,14 @@ def run_ingest(
     force: bool = False,
     mode: str | None = None,
     progress: ProgressFactory | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> IngestReport:
     """Read, type, embed and store the graph; skip when the same inputs and config are already ingested.
 
     Other inputs than the graph's are refused (IngestRefused) unless `mode` is "replace" (the graph is replaced)
-    or "append" (their records are added to the graph; texts already embedded are reused)."""
-    from kgr.ingest import fill_descriptions, link_passages, read_graph
-
+    or "append" (their records are added to the graph; texts already embedded are reused). The inputs, `mode` and
+    `settings` (the command's config overrides) are recorded while the ingest runs, so that after a kill a later
+    command names the command that resumes it."""
     if mode is not None and mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     started = time.time()
@@ -208,6 +229,21 @@ def run_ingest(
     action, held = _decide(project, options, part_fp, mode, force)
     if action == "skip":
         return IngestReport(skipped=True, counts=project.last_run("ingest").counts, seconds={})
+    project.mark_ingest_started(options.command_args(mode, settings))
+    try:
+        report = _read_and_store(project, options, action, held, part_fp, started, progress)
+    except KgrError:
+        project.clear_ingest_started()  # refused: rerunning the same command would not resume anything
+        raise
+    project.clear_ingest_started()
+    return report
+
+
+def _read_and_store(project: Project, options: IngestOptions, action: str, held: list[HeldInput], part_fp: str,
+                    started: float, progress: ProgressFactory | None) -> IngestReport:
+    """The body of an ingest that runs: read and type the inputs, then embed and commit them (`store_graph`)."""
+    from kgr.ingest import fill_descriptions, link_passages, read_graph
+
     parts = [*held, HeldInput(part_fp, options.files(), Path(options.schema).name if options.schema else "")]
     if action != "append":
         parts = parts[-1:]
