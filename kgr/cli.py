@@ -159,7 +159,8 @@ def ingest(
         report = run_ingest(project, options, force=force, mode=mode, progress=bar, settings=overrides)
     if as_json:
         print_json({"skipped": report.skipped, "counts": report.counts, "seconds": report.seconds,
-                    "encoded": report.encoded, "skipped_records": report.skipped_records})
+                    "encoded": report.encoded, "skipped_records": report.skipped_records,
+                    "names_with_several_types": report.names_with_several_types})
     elif report.skipped:
         output.info("ingest is up to date (same inputs and settings); use --force to redo it")
     else:
@@ -173,6 +174,10 @@ def ingest(
     if report.skipped_records:
         output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "
                            + first_few(report.skipped_records)))
+    if report.names_with_several_types:
+        shared = report.names_with_several_types
+        output.info(escape(f"warning: {counted(len(shared), 'name')} given to entities of different types, kept as "
+                           f"separate entities: " + first_few(shared)))
 
 
 def first_few(items: list[str], shown: int = 3) -> str:

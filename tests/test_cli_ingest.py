@@ -128,3 +128,27 @@ def test_without_a_started_ingest_the_hint_names_the_graph_files_to_give(files, 
     assert run_kgr("init", root, "--quiet").exit_code == 0
     result = refused(run_kgr("reach", root), ExitStatus.STALE)
     assert f"run `kgr ingest {root} GRAPH_FILE...` first" in result.stderr
+
+
+# -- one name, entities of different types ------------------------------------------------------------------------------
+def test_names_shared_by_entities_of_different_types_are_reported(files, run_kgr):
+    entities = [{"id": "p1", "name": "Jordan Lee", "type": "person"},
+                {"id": "c1", "name": "Jordan Lee", "type": "city"},
+                {"id": "p2", "name": "Sam Park", "type": "person"},
+                {"id": "p3", "name": "Sam Park", "type": "person"},  # two people of one name and type: not reported
+                {"id": "f1", "name": "Mercury", "type": "planet"},
+                {"id": "f2", "name": "Mercury", "types": ["element", "metal"]}]
+    edges = [("p1", "born_in", "c1"), ("p2", "born_in", "c1"), ("p3", "knows", "p1"), ("f2", "named_after", "f1")]
+    (files / "entities.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entities), encoding="utf-8")
+    (files / "relationships.jsonl").write_text("".join(
+        json.dumps({"source": s, "relation": r, "target": t}) + "\n" for s, r, t in edges), encoding="utf-8")
+    args = ("ingest", files / "project", files / "entities.jsonl", files / "relationships.jsonl")
+
+    result = run_kgr(*args)
+    assert result.exit_code == 0, result.stderr
+    warning = " ".join(result.stderr.split())
+    assert ("warning: 2 names given to entities of different types, kept as separate entities: "
+            "'Jordan Lee' (city / person); 'Mercury' (element, metal / planet)") in warning
+    report = json.loads(run_kgr(*args, "--force", "--json").stdout)
+    assert report["counts"]["names_with_several_types"] == 2 and report["counts"]["entities"] == 6
+    assert report["names_with_several_types"] == ["'Jordan Lee' (city / person)", "'Mercury' (element, metal / planet)"]

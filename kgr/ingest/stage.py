@@ -200,6 +200,9 @@ class IngestReport:
     encoded: int = 0
     # Malformed input records left out, each "file:line: what was wrong".
     skipped_records: list[str] = field(default_factory=list)
+    # Names shared by entities of different types (kept apart, as two people of one name are), each
+    # "'name' (types / types)"; their count is `counts["names_with_several_types"]`.
+    names_with_several_types: list[str] = field(default_factory=list)
 
 
 def entity_text(name: str, description: str) -> str:
@@ -319,6 +322,9 @@ def store_graph(
     write_started = time.time()
     counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
     counts["types"] = len(set(tables["entity_types"]["type"]))
+    several_types = names_with_several_types(tables)
+    if several_types:
+        counts["names_with_several_types"] = len(several_types)
     with project.transaction() as db:
         for name, columns in tables.items():
             write_table(db, name, columns)
@@ -335,10 +341,25 @@ def store_graph(
     checkpoint.clear()
     write_s = time.time() - write_started
     return IngestReport(
-        skipped=False, counts=counts, encoded=encoded,
+        skipped=False, counts=counts, encoded=encoded, names_with_several_types=several_types,
         seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
                  "encoder": round(encoder.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+def names_with_several_types(tables: Mapping[str, Mapping[str, list]]) -> list[str]:
+    """The names (whitespace collapsed) that entities of different types share, each "'name' (types / types)".
+
+    Inputs that key entities by id may give one name to several of them; kgr keeps them apart, which is right for
+    two people of one name and wrong for one entity typed twice, so an ingest reports them."""
+    types: dict[int, list[str]] = {}
+    for eid, type_name in zip(tables["entity_types"]["eid"], tables["entity_types"]["type"]):
+        types.setdefault(eid, []).append(type_name)
+    kinds: dict[str, set[tuple[str, ...]]] = {}
+    for eid, name in zip(tables["entities"]["eid"], tables["entities"]["name"]):
+        kinds.setdefault(" ".join(name.split()), set()).add(tuple(sorted(types.get(eid, ()))))
+    return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(shared))})"
+            for name, shared in kinds.items() if len(shared) > 1]
 
 
 def coarse_typed_entities(graph: Graph, max_inferred: int) -> list[int]:
