@@ -10,14 +10,31 @@ from typing import Any, Callable, Optional
 
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from kgr import __version__
 from kgr.console import Output, counted
 from kgr.errors import ExitStatus, KgrError, UsageError
+from kgr.ingest.formats import FORMATS
+from kgr.methods import METHODS
 
 
-class LiteralHelpGroup(TyperGroup):
+class PlainFlags:
+    """Flags shown without a value placeholder: typer would print `<bool>` beside --json, --quiet, --help, ..."""
+
+    def get_params(self, ctx: Any) -> list:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class KgrCommand(PlainFlags, TyperCommand):
+    """A kgr command: flags shown without a value placeholder."""
+
+
+class LiteralHelpGroup(PlainFlags, TyperGroup):
     """Help texts shown as written: rich markup is escaped, so "[brackets]" in a help string stay visible."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -52,8 +69,14 @@ def global_options(
 ) -> None:
     """Retrieve relational paths from knowledge graphs (DotRAG, CS-RAG, BM25, VSS)."""
 
+def one_of(values) -> str:
+    """The metavar of an option that takes one of `values`: "[a|b|c]"."""
+    return "[" + "|".join(values) + "]"
+
+
 ProjectDir = typer.Argument(..., help="Project directory.", show_default=False)
-SetOption = typer.Option([], "--set", help="Override a setting, e.g. --set dotrag.search_top=20 (repeatable).")
+SetOption = typer.Option([], "--set", metavar="SECTION.KEY=VALUE",
+                         help="Override a setting, e.g. --set dotrag.search_top=20 (repeatable).")
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress or messages; results only.")
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON.")
 ForceOption = typer.Option(False, "--force", help="Redo the stage even if it is up to date.")
@@ -110,7 +133,7 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: bool = QuietOption,
          as_json: bool = JsonOption) -> None:
@@ -127,17 +150,23 @@ def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: b
         Output(quiet).info(f"project ready: {path}" + (" (kept the existing file)" if existed else ""))
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def ingest(
     directory: Path = ProjectDir,
     graph: list[Path] = typer.Argument(..., help="Graph files: triples, entities/relationships, or LightRAG JSON."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="Input format (auto-detected by default)."),
-    passages: list[Path] = typer.Option([], "--passages", help="Passage corpus, JSON or JSONL of {title, text}."),
-    schema: Optional[Path] = typer.Option(None, "--schema", help="TOML mapping each relation's roles to types."),
-    column: list[str] = typer.Option([], "--column", help="Map a field to a header, e.g. subject=head."),
-    delimiter: Optional[str] = typer.Option(None, "--delimiter", help="Field delimiter for CSV/TSV/triples."),
-    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="Model name or local path."),
+    fmt: Optional[str] = typer.Option(None, "--format", metavar=one_of(FORMATS),
+                                      help="Input format (auto-detected by default)."),
+    passages: list[Path] = typer.Option([], "--passages", metavar="FILE",
+                                        help="Passage corpus, JSON or JSONL of {title, text} (repeatable)."),
+    schema: Optional[Path] = typer.Option(None, "--schema", metavar="FILE",
+                                          help="TOML mapping each relation's roles to types."),
+    column: list[str] = typer.Option([], "--column", metavar="FIELD=HEADER",
+                                     help="Map a field to a header, e.g. subject=head (repeatable)."),
+    delimiter: Optional[str] = typer.Option(None, "--delimiter", metavar="CHAR",
+                                            help="Field delimiter for CSV/TSV/triples."),
+    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", metavar="MODEL",
+                                                  help="Model name or local path."),
     replace: bool = typer.Option(False, "--replace", help="Replace the project's graph with these inputs."),
     append: bool = typer.Option(False, "--append", help="Add these inputs to the project's graph."),
     settings: list[str] = SetOption,
@@ -150,6 +179,8 @@ def ingest(
     from kgr.project import Project
 
     output = Output(quiet)
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: choose from {', '.join(FORMATS)}")
     columns = parse_pairs(column, "--column") or None
     options = IngestOptions(paths=graph, fmt=fmt, passages=passages, schema=schema, columns=columns,
                             delimiter=delimiter)
@@ -186,7 +217,7 @@ def first_few(items: list[str], shown: int = 3) -> str:
     return "; ".join(items[:shown]) + more
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def status(directory: Path = ProjectDir, settings: list[str] = SetOption, as_json: bool = JsonOption,
            quiet: bool = QuietOption) -> None:
@@ -202,13 +233,15 @@ def status(directory: Path = ProjectDir, settings: list[str] = SetOption, as_jso
         render_status(report, Output(quiet).out)
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def reach(
     directory: Path = ProjectDir,
-    show: Optional[str] = typer.Option(None, "--show", help="Print lookups for this entity (name or #id)."),
-    hop: Optional[int] = typer.Option(None, "--hop", help="With --show: one hop."),
-    type_name: Optional[str] = typer.Option(None, "--type", help="With --show and --hop: list the members."),
+    show: Optional[str] = typer.Option(None, "--show", metavar="ENTITY",
+                                       help="Print lookups for this entity (name or #id)."),
+    hop: Optional[int] = typer.Option(None, "--hop", metavar="N", help="With --show: one hop."),
+    type_name: Optional[str] = typer.Option(None, "--type", metavar="TYPE",
+                                            help="With --show and --hop: list the members."),
     settings: list[str] = SetOption,
     force: bool = ForceOption,
     quiet: bool = QuietOption,
@@ -275,12 +308,15 @@ def render_reach_show(shown: dict, output: Output) -> None:
     output.out.print(tree)
 
 
-BackboneOption = typer.Option(None, "--backbone", help="offline, random, or a LiteLLM model (e.g. openai/gpt-4o-mini).")
-MethodOption = typer.Option("dotrag", "--method", "-m", help="dotrag, csrag, bm25, vss or dpr (dense passages).")
-QuestionsOption = typer.Option(None, "--questions", help="Question file: MetaQA vanilla format or JSONL.")
-QueryOption = typer.Option(None, "--query", help="One question; [brackets] mark an entity mention.")
-LimitOption = typer.Option(0, "--limit", help="Sample this many questions (0 = all).")
-SeedOption = typer.Option(0, "--seed", help="Seed for --limit sampling.")
+BackboneOption = typer.Option(None, "--backbone", metavar="MODEL",
+                              help="offline, random, or a LiteLLM model (e.g. openai/gpt-4o-mini).")
+MethodOption = typer.Option("dotrag", "--method", "-m", metavar=one_of(METHODS),
+                            help="Retrieval method (dpr: dense passages).")
+QuestionsOption = typer.Option(None, "--questions", metavar="FILE",
+                               help="Question file: MetaQA vanilla format or JSONL.")
+QueryOption = typer.Option(None, "--query", metavar="TEXT", help="One question; [brackets] mark an entity mention.")
+LimitOption = typer.Option(0, "--limit", metavar="N", help="Sample this many questions (0 = all).")
+SeedOption = typer.Option(0, "--seed", metavar="N", help="Seed for --limit sampling.")
 NoCacheOption = typer.Option(False, "--no-cache", help="Bypass the backbone response cache.")
 
 # The DotRAG paper's ablations, as the settings they change.
@@ -292,7 +328,7 @@ ABLATIONS = {
 }
 
 
-AblationOption = typer.Option([], "--ablation", help="DotRAG ablation (repeatable): " + ", ".join(ABLATIONS) + ".")
+AblationOption = typer.Option([], "--ablation", metavar=one_of(ABLATIONS), help="DotRAG ablation (repeatable).")
 
 
 def run_settings(ablation: list[str], settings: list[str], backbone: Optional[str]) -> dict[str, Any]:
@@ -325,7 +361,7 @@ def _queries(questions: Optional[Path], query: Optional[str], limit: int, seed: 
     return [Query(q.id, q.question) for q in loaded]
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def overview(
     directory: Path = ProjectDir,
@@ -362,7 +398,7 @@ def overview(
         output.info(f"overview of {result['types']} types stored ({result['llm_calls']} backbone calls)")
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def plan(
     directory: Path = ProjectDir,
@@ -396,7 +432,7 @@ def plan(
     output.info(f"planned {done} question(s) with {method}; {skipped} already had a plan")
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def retrieve(
     directory: Path = ProjectDir,
@@ -406,10 +442,13 @@ def retrieve(
     backbone: Optional[str] = BackboneOption,
     limit: int = LimitOption,
     seed: int = SeedOption,
-    run: Optional[str] = typer.Option(None, "--run", help="Name of the run (default: METHOD-BACKBONE)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Also write the records to this JSONL file."),
+    run: Optional[str] = typer.Option(None, "--run", metavar="NAME",
+                                      help="Name of the run (default: METHOD-BACKBONE)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE",
+                                       help="Also write the records to this JSONL file."),
     explain: bool = typer.Option(False, "--explain", help="Print the paths as a tree, anchor to answers."),
-    workers: int = typer.Option(1, "--workers", help="Questions retrieved concurrently (for remote backbones)."),
+    workers: int = typer.Option(1, "--workers", metavar="N",
+                                help="Questions retrieved concurrently (for remote backbones)."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo questions the run already has."),
     no_cache: bool = NoCacheOption,
     ablation: list[str] = AblationOption,
@@ -497,17 +536,21 @@ def record_summary(record) -> str:
             f"{counted(record.llm_calls, 'backbone call')}, {record.latency_ms:.0f} ms")
 
 
-@app.command(name="eval")
+@app.command(name="eval", cls=KgrCommand)
 @command
 def evaluate_command(
     directory: Path = ProjectDir,
-    questions: list[Path] = typer.Option(..., "--questions", help="Question file(s); one split each (repeatable)."),
-    runs: list[str] = typer.Option(..., "--run", help="Stored run(s) to score (repeatable), e.g. dotrag-offline."),
+    questions: list[Path] = typer.Option(..., "--questions", metavar="FILE",
+                                         help="Question file(s); one split each (repeatable)."),
+    runs: list[str] = typer.Option(..., "--run", metavar="NAME",
+                                   help="Stored run(s) to score (repeatable), e.g. dotrag-offline."),
     limit: int = LimitOption,
     seed: int = SeedOption,
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for JSON, CSV, Markdown and PNG reports."),
-    hops: list[int] = typer.Option([], "--hops", min=1, help="Hop count of the questions, over JSONL `hops` and "
-                                   "the path: once for all files or once per --questions (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+                                       help="Folder for JSON, CSV, Markdown and PNG reports."),
+    hops: list[int] = typer.Option([], "--hops", min=1, metavar="N",
+                                   help="Hop count of the questions, over JSONL `hops` and the path: once for all "
+                                   "files or once per --questions (repeatable)."),
     settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
@@ -533,16 +576,20 @@ def evaluate_command(
         output.info(f"reports written to {out}")
 
 
-@app.command()
+@app.command(cls=KgrCommand)
 @command
 def perturb(
     source: Path = typer.Argument(..., help="An ingested project."),
     target: Path = typer.Argument(..., help="New project directory for the damaged copy."),
-    mode: str = typer.Option(..., "--mode", help="noise (spurious relations) or incomplete (dropped edges)."),
-    ratio: float = typer.Option(..., "--ratio", help="Share of in-scope relationships to damage, in (0, 1]."),
-    scope: str = typer.Option("whole", "--scope", help="query (2-hop neighbourhoods of the anchors) or whole."),
-    questions: Optional[Path] = typer.Option(None, "--questions", help="Questions whose anchors define the scope."),
-    seed: int = typer.Option(0, "--seed"),
+    mode: str = typer.Option(..., "--mode", metavar="MODE",
+                             help="noise (spurious relations) or incomplete (dropped edges)."),
+    ratio: float = typer.Option(..., "--ratio", metavar="FRACTION",
+                                help="Share of in-scope relationships to damage, in (0, 1]."),
+    scope: str = typer.Option("whole", "--scope", metavar="SCOPE",
+                              help="query (2-hop neighbourhoods of the anchors) or whole."),
+    questions: Optional[Path] = typer.Option(None, "--questions", metavar="FILE",
+                                             help="Questions whose anchors define the scope."),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the damage's random choices."),
     settings: list[str] = SetOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,

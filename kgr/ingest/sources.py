@@ -9,9 +9,8 @@ from pathlib import Path
 from kgr.errors import InputError
 from kgr.graph import Entity, Graph, Relationship, default_description, normalize_name
 from kgr.ingest import extracted, readers
+from kgr.ingest.formats import FORMATS
 from kgr.ingest.types import assign_types, load_schema
-
-FORMATS = ("triples", "csv", "tsv", "jsonl", "json", "lightrag", "openie", "graphrag")
 
 # Header names that mark the first line of a delimited text file as a header rather than a triple.
 _HEADER_WORDS = frozenset(readers.FIELDS)

@@ -10,16 +10,9 @@ from typing import Callable, Iterable, Iterator
 
 from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.evaluate.questions import same_question
+from kgr.methods import METHODS
 from kgr.methods.base import Method, Query, RunContext
 from kgr.methods.records import RetrievalRecord
-
-METHODS = {
-    "dotrag": "kgr.methods.dotrag:DotRAG",
-    "csrag": "kgr.methods.csrag:CSRAG",
-    "bm25": "kgr.methods.baselines:BM25",
-    "vss": "kgr.methods.baselines:VSS",
-    "dpr": "kgr.methods.baselines:DensePassages",
-}
 
 _RECORDS_DDL = """
 CREATE TABLE IF NOT EXISTS records (
