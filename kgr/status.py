@@ -41,20 +41,91 @@ def _size(value: int) -> str:
     return str(value)
 
 
+# In a narrow terminal a count's name keeps at least this width beside its value; the rest of the name folds below.
+NAME_ROOM = 6
+
+
+def _value(value: Any) -> str:
+    """A count as shown: integers with thousands separators, fractions to three decimals, text as it is."""
+    if not _is_number(value):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{round(value, 3):,}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _widths(counts: dict[str, Any]) -> tuple[int, int, int]:
+    """The widest name, number and text value of a stage's counts."""
+    names = max((len(name) for name in counts), default=0)
+    numbers = max((len(_value(v)) for v in counts.values() if _is_number(v)), default=0)
+    texts = max((len(_value(v)) for v in counts.values() if not _is_number(v)), default=0)
+    return names, numbers, texts
+
+
+def _counts_grid(counts: dict[str, Any], width: int | None):
+    """A stage's counts as rows of name and value within `width` (None: as wide as they are).
+
+    Numbers stay whole; names and text values (a model, a path) fold, sharing what the numbers leave."""
+    from rich.table import Table
+    from rich.text import Text
+
+    names, numbers, texts = _widths(counts)
+    name_width = value_width = None
+    if width is not None and names + 1 + max(numbers, texts) > width:
+        value_width = max(numbers, min(texts, (width - 1) // 2))
+        name_width = min(names, max(width - 1 - value_width, NAME_ROOM))
+        value_width = max(numbers, width - 1 - name_width)
+    grid = Table.grid(padding=(0, 1))
+    # Fixed widths: rich narrows the widest columns of a table that does not fit, numbers or not.
+    grid.add_column(overflow="fold", width=name_width)
+    grid.add_column(justify="right", overflow="fold", width=value_width)
+    for name, value in counts.items():
+        number = _is_number(value)
+        grid.add_row(Text(name), Text(_value(value), no_wrap=number, justify="right" if number else "left"))
+    return grid
+
+
+def _counts_width(rows: list[tuple[str, str, str, str]], stage_counts: list[dict[str, Any]],
+                  console_width: int) -> int | None:
+    """The counts column's width when the table would not fit the console: what the other columns leave it, but
+    never less than a stage's widest number beside NAME_ROOM letters of its name. None when everything fits."""
+    headers = ("stage", "ran at", "took", "state")
+    others = sum(max([len(header), *(len(line) for row in rows for line in row[i].splitlines())])
+                 for i, header in enumerate(headers))
+    available = console_width - others - 2 * 5 - 6  # a cell's padding of one each side, six borders
+    natural = max((names + 1 + max(numbers, texts) for names, numbers, texts in map(_widths, stage_counts)),
+                  default=0)
+    if natural <= available:
+        return None
+    needed = max((min(names, NAME_ROOM) + 1 + numbers for names, numbers, _ in map(_widths, stage_counts)),
+                 default=0)
+    return max(available, needed, len("counts"))
+
+
 def render_status(report: dict[str, Any], console) -> None:
-    """Print the status report as rich tables; a value too wide for its column wraps, it is never cut short."""
+    """Print the status report as rich tables: text folds in a narrow column (never cut short), numbers stay whole."""
     from rich.markup import escape
     from rich.table import Table
 
+    rows = [(stage["stage"],
+             stage["ran_at"].replace("T", "\n"),  # date above time: a narrow column, room left for the counts
+             f"{stage['duration_s']:.1f}s",
+             stage["state"] if stage["state"] == "current" else f"stale: {stage['state']}")
+            for stage in report["stages"]]
+    stage_counts = [stage["counts"] for stage in report["stages"]]
+    width = _counts_width(rows, stage_counts, console.width)
     # Names and counts come from the user's data: escaped, so "[x]" in them is shown rather than read as markup.
     stages = Table(title=f"kgr project {escape(report['project'])}", title_justify="left")
-    for column in ("stage", "ran at", "took", "state", "counts"):
-        stages.add_column(column, overflow="fold")
-    for stage in report["stages"]:
-        counts = "\n".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in stage["counts"].items())
-        state = stage["state"] if stage["state"] == "current" else f"[red]stale: {escape(stage['state'])}[/red]"
-        ran_at = stage["ran_at"].replace("T", " ")  # a space lets a narrow column wrap between date and time
-        stages.add_row(stage["stage"], ran_at, f"{stage['duration_s']:.1f}s", state, escape(counts))
+    stages.add_column("stage", overflow="fold")
+    stages.add_column("ran at", overflow="fold")
+    stages.add_column("took", justify="right", no_wrap=True)
+    stages.add_column("state", overflow="fold")
+    stages.add_column("counts", overflow="fold", width=width)
+    for (name, ran_at, took, state), counts in zip(rows, stage_counts):
+        shown_state = state if state == "current" else f"[red]{escape(state)}[/red]"
+        stages.add_row(escape(name), ran_at, took, shown_state, _counts_grid(counts, width))
     if report.get("interrupted_ingest"):
         stages.add_row("ingest", "", "", "[red]interrupted[/red]", f"resume: {escape(report['interrupted_ingest'])}")
     elif not report["stages"]:
@@ -64,7 +135,7 @@ def render_status(report: dict[str, Any], console) -> None:
         if report[key]:
             table = Table(title=title, title_justify="left")
             table.add_column(key[:-1], overflow="fold")
-            table.add_column("count", justify="right", overflow="fold")
+            table.add_column("count", justify="right", no_wrap=True)
             for name, count in report[key].items():
                 table.add_row(escape(name), f"{count:,}")
             console.print(table)
