@@ -131,7 +131,9 @@ def load_jsonl(path: str | Path, hops: int | None = None, lines: list[str] | Non
 def load_question_sets(paths: list[Path], hops: list[int] | None = None) -> list[tuple[str, list[Question]]]:
     """Load one labelled split per file; `hops` gives one hop count for all files or one per file.
 
-    A split is named `N-hop` after its hop count (given, else read from the path), else after the file's stem.
+    A split is named `N-hop` after its hop count (given, else read from the path), else after the file's stem. A
+    file whose questions carry several hop counts (JSONL `hops`), with no hop count given, is split by hop count, as
+    separate files are: `NAME (N-hop)` per count, and `NAME (hops not given)` for its questions without one.
     """
     hops = list(hops or [])
     if len(hops) not in (0, 1, len(paths)):
@@ -140,10 +142,24 @@ def load_question_sets(paths: list[Path], hops: list[int] | None = None) -> list
     per_file = hops * len(paths) if len(hops) == 1 else hops or [None] * len(paths)
     sets = []
     for path, given in zip(paths, per_file):
+        questions = load_questions(path, hops=given)
+        by_hops = split_by_hops(questions)
+        if given is None and len([count for count in by_hops if count is not None]) > 1:
+            sets += [(f"{Path(path).name} ({f'{count}-hop' if count is not None else 'hops not given'})", split)
+                     for count, split in by_hops.items()]
+            continue
         split_hops = given if given is not None else hops_from_path(path)
         label = f"{split_hops}-hop" if split_hops else Path(path).stem
-        sets.append((label, load_questions(path, hops=given)))
+        sets.append((label, questions))
     return sets
+
+
+def split_by_hops(questions: list[Question]) -> dict[int | None, list[Question]]:
+    """Questions grouped by hop count, counts in increasing order and questions without one last."""
+    groups: dict[int | None, list[Question]] = {}
+    for question in questions:
+        groups.setdefault(question.hops, []).append(question)
+    return dict(sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or 0)))
 
 
 def question_id(text: str) -> str:
