@@ -459,7 +459,7 @@ def retrieve(
     """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
     from kgr.methods.base import WarningTally
     from kgr.methods.records import write_jsonl
-    from kgr.methods.runner import check_resumable, method_class, open_run, run_method
+    from kgr.methods.runner import check_resumable, method_class, open_run, retrieve_one, run_method
     from kgr.project import Project
 
     output = Output(quiet)
@@ -468,7 +468,7 @@ def retrieve(
     with Project.open(directory, write=True, overrides=overrides) as project:
         context = open_run(project, method, use_cache=not no_cache)
         if query is not None:
-            record = method_class(method)(context).retrieve(queries[0])
+            record = retrieve_one(context, method_class(method)(context), queries[0])
             if out:
                 write_jsonl(out, [record])
             if as_json:
@@ -490,7 +490,7 @@ def retrieve(
                                              on_record=tally)
     if as_json:
         print_json({"run": name, "method": method, "retrieved": done, "already_done": skipped,
-                    "out": str(out) if out else None, "warnings": tally.summary})
+                    "out": str(out) if out else None, "empty_results": tally.empty, "warnings": tally.summary})
     else:
         output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
                     (f"; records written to {out}" if out else ""))

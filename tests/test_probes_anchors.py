@@ -66,7 +66,7 @@ def test_a_batch_ends_with_a_count_of_unmatched_questions(run_kgr, project, tmp_
     done = run_kgr("retrieve", project, "--questions", questions, "--run", "probe", "--out", out, "--quiet")
     assert done.exit_code == 0, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "warning: 1 of 3 questions had unmatched mentions; 1 of 3 other questions had warnings (loose anchors or"
-        " fallback decisions); see the records' warnings"]
+        "warning: 1 of 3 questions had unmatched mentions; 1 of 3 questions had empty results (no path or passage);"
+        " 1 of 3 other questions had warnings (loose anchors or fallback decisions); see the records' warnings"]
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert sorted(r["unmatched_mentions"] for r in records) == [[], [], ["Zebra Motors"]]

@@ -166,15 +166,19 @@ class Stopwatch:
 
 
 class WarningTally:
-    """Counts a batch's records that carry unmatched mentions or other warnings (call it with each record)."""
+    """Counts a batch's records that carry unmatched mentions, empty results or other warnings (call it with each)."""
 
     def __init__(self) -> None:
-        self.records = self.unmatched = self.warned = 0
+        self.records = self.unmatched = self.empty = self.warned = 0
 
     def __call__(self, record: "RetrievalRecord") -> None:
+        from kgr.methods.records import EMPTY_RESULT
+
         self.records += 1
         self.unmatched += bool(record.unmatched_mentions)
-        self.warned += bool(record.warnings) and not record.unmatched_mentions
+        self.empty += record.is_empty
+        other = [w for w in record.warnings if not w.startswith(EMPTY_RESULT)]
+        self.warned += bool(other) and not record.unmatched_mentions
 
     @property
     def summary(self) -> str | None:
@@ -182,6 +186,8 @@ class WarningTally:
         parts = []
         if self.unmatched:
             parts.append(f"{self.unmatched} of {self.records} questions had unmatched mentions")
+        if self.empty:
+            parts.append(f"{self.empty} of {self.records} questions had empty results (no path or passage)")
         if self.warned:
             parts.append(f"{self.warned} of {self.records} {'other ' if self.unmatched else ''}questions had"
                          f" warnings (loose anchors or fallback decisions)")

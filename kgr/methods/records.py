@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 RECORD_SCHEMA_VERSION = 1
+# How the warning of a record with no path and no passage begins (`kgr.methods.runner.finish_record` adds it).
+EMPTY_RESULT = "empty result"
 
 
 @dataclass
@@ -39,6 +41,11 @@ class RetrievalRecord:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=_plain)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the record holds no path and no passage: nothing was retrieved."""
+        return not self.paths and not self.passages
 
 
 def _plain(value: Any) -> Any:

@@ -12,7 +12,7 @@ from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.evaluate.questions import same_question
 from kgr.methods import METHODS
 from kgr.methods.base import Method, Query, RunContext
-from kgr.methods.records import RetrievalRecord
+from kgr.methods.records import EMPTY_RESULT, RetrievalRecord
 
 _RECORDS_DDL = """
 CREATE TABLE IF NOT EXISTS records (
@@ -242,15 +242,49 @@ def _write_line(handle, line: str) -> None:
     handle.flush()
 
 
-def _retrieve(method: Method, query: Query, plans: dict[str, dict]) -> RetrievalRecord:
-    """One record; a stored plan's backbone usage is added to what retrieval itself spent."""
-    plan = plans.get(query.id)
+def retrieve_one(context: RunContext, method: Method, query: Query,
+                 plans: dict[str, dict] | None = None) -> RetrievalRecord:
+    """One finished record; a stored plan's backbone usage is added to what retrieval itself spent."""
+    plan = (plans or {}).get(query.id)
     if plan is None:
-        return method.retrieve(query)
+        return finish_record(method.retrieve(query), context)
     record = method.retrieve(query, plan=plan)
     for name, value in plan.get("usage", {}).items():
         setattr(record, name, getattr(record, name) + value)
+    return finish_record(record, context)
+
+
+def finish_record(record: RetrievalRecord, context: RunContext) -> RetrievalRecord:
+    """Say so in a record that found nothing (no path, no passage): an empty result rests on what could not be
+    matched, and a script reading records should not take it for an answerless question. Other records are kept
+    as they are, and so is an empty one whose method already said why."""
+    if not record.is_empty or any(w.startswith(EMPTY_RESULT) for w in record.warnings):
+        return record
+    reason = empty_reason(record, has_passages=bool(context.store.passages))
+    record.warnings.append(f"{EMPTY_RESULT}: no path or passage matched the question" +
+                           (f" ({reason})" if reason else ""))
     return record
+
+
+def empty_reason(record: RetrievalRecord, has_passages: bool) -> str | None:
+    """Why a record is empty, when the record tells: unmatched mentions, no anchor, or (CS-RAG's trace) constraints
+    left unresolved with no passages to recover them from."""
+    if record.unmatched_mentions:
+        return "no entity matched " + ", ".join(repr(m) for m in record.unmatched_mentions)
+    constraints = record.trace.get("constraints") if isinstance(record.trace, dict) else None
+    unresolved = [c for c in constraints or () if isinstance(c, dict) and c.get("decision") != "resolved"]
+    if unresolved:
+        reasons = "; ".join(dict.fromkeys(str(c["reason"]) for c in unresolved if c.get("reason")))
+        recovery = "" if has_passages else ", and the graph has no passages to recover them from"
+        return (f"{len(unresolved)} of {len(constraints)} constraint(s) unresolved"
+                + (f": {reasons}" if reasons else "") + recovery)
+    if not record.anchors and record.method in ANCHORED_METHODS:
+        return "no anchor entity found for the question"
+    return None
+
+
+# Methods that start from anchor entities (their records list them); the others rank the whole graph.
+ANCHORED_METHODS = ("dotrag", "csrag")
 
 
 def _retrieve_all(context: RunContext, cls: type[Method], queries: list[Query], workers: int,
@@ -259,7 +293,7 @@ def _retrieve_all(context: RunContext, cls: type[Method], queries: list[Query], 
     if workers <= 1 or len(queries) <= 1:
         method = cls(context)
         for query in queries:
-            yield _retrieve(method, query, plans)
+            yield retrieve_one(context, method, query, plans)
         return
     import threading
 
@@ -268,7 +302,7 @@ def _retrieve_all(context: RunContext, cls: type[Method], queries: list[Query], 
     def work(query: Query) -> RetrievalRecord:
         if not hasattr(local, "method"):
             local.method = cls(context)  # per thread: a method keeps scratch state (e.g. the map's BFS arrays)
-        return _retrieve(local.method, query, plans)
+        return retrieve_one(context, local.method, query, plans)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         yield from pool.map(work, queries)
