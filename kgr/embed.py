@@ -199,26 +199,41 @@ class Encoder:
 
 
 class TextVectors:
-    """A memo of text vectors: each text is encoded once, a miss together with the texts expected soon."""
+    """A question's memo of text vectors over a graph's kept phrases: each text is encoded once, a miss together with
+    the texts expected soon."""
 
     # A forward pass of several short texts costs little more than one of a single text, so texts likely needed
-    # soon are encoded with the next miss rather than in calls of their own. Expected texts ride along only while the
-    # batch stays small (`SMALL_BATCH`): a small batch is packed, each text attending only to itself. In float32 a
-    # packed text's vector is the one it gets alone; in bfloat16 the matrix kernels round differently for different
-    # batch shapes, so a vector can move by up to ~2e-3 in a coordinate with what rides along (bench/README,
-    # nineteenth round): records of a question answered alone and in a batch may then differ in their last decimals.
+    # soon are encoded with the next miss rather than in calls of their own (a small batch is packed, each text
+    # attending only to itself). A packed text's vector is not bit for bit the one it gets alone, in float32 (~1e-7:
+    # the kernels' sums group its slots differently by where it sits) nor in bfloat16 (~2e-3). So what rides with what
+    # must not depend on the questions before: `begin_question` forgets every vector but the graph's phrases, and a
+    # question's vectors come from passes made by that question alone. Its record is then the same alone, in a
+    # batch, in another thread or after a resume (on one machine: another CPU's kernels round otherwise).
 
-    def __init__(self, encoder: Encoder, limit: int = 0, phrases: PhraseCache | None = None):
-        """`limit`: memo entries kept before it starts afresh (0: no limit; an open vocabulary brings new texts
-        forever); `phrases`: where long lists (a graph's phrases, `keep`) are read from and written to."""
+    def __init__(self, encoder: Encoder, phrases: PhraseCache | None = None):
+        """`phrases`: where long lists (a graph's phrases, `keep`) are read from and written to."""
         self.encoder = encoder
-        self.limit = limit
         self.phrases = phrases
-        self._vectors: dict[str, np.ndarray] = {}
-        self._kept: dict[str, np.ndarray] = {}  # long lists' vectors: never dropped by `limit`
+        self._vectors: dict[str, np.ndarray] = {}  # this question's
+        self._kept: dict[str, np.ndarray] = {}  # the graph's phrases: kept across questions
         self._expected: dict[str, None] = {}
+        self._opening: list[str] = []  # the texts of the last `begin_question` pass
         self._warming = False
         self._lock = threading.Lock()
+
+    def begin_question(self, texts: Sequence[str]) -> None:
+        """Start a question: forget every vector but the kept ones, then encode `texts`, the question's opening list,
+        in one pass (a list equal to the last one keeps its vectors: the same question's next stage)."""
+        texts = [t for t in dict.fromkeys(texts) if t not in self._kept]
+        with self._lock:
+            again = texts == self._opening and all(t in self._vectors for t in texts)
+            self._vectors = {t: self._vectors[t] for t in texts} if again else {}
+            self._expected = {}
+            self._opening = texts
+        if texts and not again:
+            vectors = self.encoder.encode(texts)
+            with self._lock:
+                self._vectors.update(zip(texts, vectors))
 
     @contextmanager
     def warming(self) -> Iterator[None]:
@@ -235,8 +250,8 @@ class TextVectors:
 
     def keep(self, texts: Sequence[str], as_queries: bool = False) -> None:
         """Encode a long list now (or read it from `phrases`) and keep its vectors for good. With `as_queries` the
-        list goes `SMALL_BATCH` texts at a time, as a question's texts do, so each vector is the one the text gets
-        when a question encodes it; else in one call, as `Encoder.encode` takes a list that long."""
+        list goes `SMALL_BATCH` texts at a time, through the packed path a question's texts take; else in one call,
+        as `Encoder.encode` takes a list that long."""
         texts = [t for t in dict.fromkeys(texts) if t not in self._kept]
         if not texts:
             return
@@ -252,7 +267,7 @@ class TextVectors:
         self._kept.update(zip(texts, vectors))
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """The vectors of `texts`, one row each (questions may run in threads beside each other)."""
+        """The vectors of `texts`, one row each (thread-safe)."""
         if not texts:
             return np.zeros((0, self.encoder.dimension), dtype=np.float32)
         while True:
@@ -265,15 +280,12 @@ class TextVectors:
                 self.keep(missing)
                 continue
             batch = missing + riders
-            vectors = self.encoder.encode(batch)  # outside the lock: another question may encode meanwhile
+            vectors = self.encoder.encode(batch)  # outside the lock: another thread may encode meanwhile
             with self._lock:
-                if self.limit and len(self._vectors) + len(batch) > self.limit:
-                    # start afresh, keeping what this call reads
-                    self._vectors = {t: self._vectors[t] for t in texts if t in self._vectors}
                 self._vectors.update(zip(batch, vectors))
                 for text in batch:
                     self._expected.pop(text, None)
-            # the loop reads them; another question's fresh start may have dropped one meanwhile, to be encoded again
+            # the loop reads them; a `begin_question` meanwhile may have dropped one, to be encoded again
 
 
 # Bumped when a change to the encoding code may change a vector's bits (the files name what made them).

@@ -72,12 +72,13 @@ def test_a_label_is_named_by_words_that_hold_all_of_its_content_words():
     assert index.labels_named_by({"the", "place", "death"}).tolist() == [False, True, False, False]  # no stopwords
 
 
-def test_question_words_are_encoded_once_across_questions():
+def test_question_words_are_encoded_with_the_question_and_not_remembered_across_questions():
+    # a word remembered from another question would carry bits of that question's pass into this one's record
     encoder = RecordingEncoder()
     index = index_over(["x"], ("born in",))
     first = index.word_vectors(["born", "city"], "where was he born", TextVectors(encoder))
     second = index.word_vectors(["born", "river"], "which river", TextVectors(encoder))
-    assert encoder.calls == [["where was he born", "born", "city"], ["which river", "river"]]
+    assert encoder.calls == [["where was he born", "born", "city"], ["which river", "born", "river"]]
     assert first["born"].tolist() == second["born"].tolist() == [4.0, 1.0] and second["river"].tolist() == [5.0, 1.0]
 
 

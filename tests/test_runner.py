@@ -101,3 +101,88 @@ def test_a_plan_of_another_question_is_replaced_not_used(context):
     assert run_plans(context, "dotrag", [other]) == (1, 0)
     plan = stored_plans(context, "dotrag", [other])["q1"]
     assert "Dark Harbor" in json.dumps(plan) and "Wendy Scribe" not in json.dumps(plan)
+
+
+# -- a question's record does not depend on its batch ---------------------------------------------------------------
+def pass_dependent(encoder) -> None:
+    """Make `encoder`'s vectors depend on what shares their pass, as matrix kernels do by their rounding (float32
+    ~1e-7, bfloat16 ~2e-3), but on every CPU and visibly: a nudge seeded by the pass's texts (a text alone: none)."""
+    import zlib
+
+    import numpy as np
+
+    real = encoder.encode
+
+    def encode(texts, progress=None):
+        vectors = real(texts, progress)
+        if len(texts) < 2:
+            return vectors
+        nudge = np.random.default_rng(zlib.crc32("\x1f".join(texts).encode())).normal(0, 3e-3, vectors.shape)
+        nudged = vectors + nudge
+        return (nudged / np.linalg.norm(nudged, axis=1, keepdims=True)).astype(np.float32)
+
+    encoder.encode = encode
+
+
+def comparable(record: dict, dropped: tuple[str, ...] = ("usage",)) -> dict:
+    """A record without its clock readings (nor the `dropped` keys, at any depth)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not k.endswith("_ms") and k not in dropped}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return strip({k: v for k, v in record.items() if k not in ("latency_ms", "timings_ms")})
+
+
+@pytest.fixture(scope="module")
+def twowiki_project(tmp_path_factory):
+    from pathlib import Path
+
+    from kgr.ingest.stage import IngestOptions, run_ingest
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
+    root = tmp_path_factory.mktemp("wiki") / "project"
+    with Project.open(root, write=True, create=True) as project:
+        run_ingest(project, IngestOptions([fixtures / "triples.jsonl"], passages=[fixtures / "corpus.json"]))
+    return root
+
+
+@pytest.mark.parametrize("method", ["dotrag", "csrag"])
+def test_a_questions_record_is_the_same_alone_in_a_batch_in_threads_and_after_a_resume(
+        method, metaqa_project, twowiki_project, copy_project):
+    """Whatever shares a question's encoder passes, and whichever questions came before it, its record is the same."""
+    from pathlib import Path
+
+    from kgr.evaluate.questions import load_questions
+    from kgr.methods.runner import open_run
+
+    if method == "dotrag":
+        fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "metaqa"
+        files, source = [fixtures / f"qa_{h}hop.txt" for h in (1, 2, 3)], metaqa_project
+    else:
+        files, source = [Path(__file__).resolve().parent.parent / "fixtures" / "2wiki" / "questions.jsonl"], \
+            twowiki_project
+    queries = [Query(q.id, q.question) for f in files for q in load_questions(f)[:8]]
+    queries += [Query(f"{q.id}-plain", q.plain) for q in queries[::2]]  # some without brackets: seeds search
+    with Project.open(copy_project(source, method), write=True) as project:
+        context = open_run(project, method)
+        pass_dependent(context.store.encoder)
+
+        def records(run: str, dropped: tuple[str, ...] = ("usage",)) -> dict[str, dict]:
+            return {r["id"]: comparable(r, dropped) for r in load_records(context, run)}
+
+        run_method(context, method, queries, run="batch")
+        run_method(context, method, queries[::-1], run="reversed")
+        run_method(context, method, queries, run="threads", workers=2)
+        for query in queries:
+            run_method(context, method, [query], run="alone")
+        run_method(context, method, queries[len(queries) // 2:], run="resumed")
+        run_method(context, method, queries, run="resumed")
+        run_plans(context, method, queries[::-1])  # `kgr plan`, then `kgr retrieve` reads the stored plans
+        run_method(context, method, queries, run="planned")
+        batch = records("batch")
+        assert len(batch) == len(queries)
+        for run in ("reversed", "threads", "alone", "resumed"):
+            assert records(run) == batch, run
+        provenance = ("usage", "source", "plan_source")  # a plan read back says so
+        assert records("planned", provenance) == records("batch", provenance)

@@ -113,7 +113,7 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
 # Compiled chain groups memoized (OfflinePolicy._chain_arrays): groups of at most 1,000 chains, 200,000 chains in all
 # before the memo starts afresh (tens of MB at most)
 _GROUP_CHAINS, _CHAINS_KEPT = 1000, 200_000
-RECENT_SCORERS = 8  # a question's anchors (rarely more than 3) and the questions running beside it
+RECENT_SCORERS = 8  # a question's anchors (rarely more than 3)
 _PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
 
 
@@ -145,6 +145,7 @@ class OfflinePolicy:
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
         self._vectors: dict[str, np.ndarray] = {}
+        self._graph_texts: frozenset[str] = frozenset()  # the texts `warm` encoded: kept across questions
         self._crowded: tuple | None = None
         self._recent_scorers: dict[tuple, Callable] = {}
         self._scorers_lock = threading.Lock()
@@ -239,10 +240,20 @@ class OfflinePolicy:
 
     # -- vectors -----------------------------------------------------------------------------------------------
     def warm(self) -> None:
-        """Embed the schema's step texts and shared label words now, so that the first question does not pay for them
-        on its clock."""
+        """Embed the schema's step texts, shared label words and type words now, so that the first question does not
+        pay for them on its clock; they are kept across questions (`begin_question`)."""
         self._crowded_steps()
         self._shared_matrix()
+        self._type_vectors(sorted(set(self.schema) | {b for steps in self.schema.values() for _, b in steps}))
+        self._graph_texts = frozenset(self._vectors)
+
+    def begin_question(self, question: str) -> list[str]:
+        """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and
+        return the words this one's scorers will read first (`words_to_expect`)."""
+        with self._scorers_lock:
+            self._recent_scorers.clear()
+        self._vectors = {t: v for t, v in self._vectors.items() if t in self._graph_texts}
+        return self.words_to_expect(question)
 
     def words_to_expect(self, question: str) -> list[str]:
         """The content words outside the question's bracketed mentions that have no vector yet: what its scorers will

@@ -70,6 +70,10 @@ class Policy(Protocol):
         """Whether rank_anchors would read these anchors' similarity to the question (it costs an encoder pass)."""
         ...
 
+    def begin_question(self, question: str) -> list[str]:
+        """Forget what the last question left behind; return the texts this one's decisions will encode first."""
+        ...
+
     def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]: ...
 
     def rank_trajectories(self, qid: str, question: str, anchor: AnchorOption,
@@ -117,6 +121,9 @@ class LLMPolicy:
 
     def confident(self, qid, question, anchor, options):
         return True  # the model commits to its ranking; hedging is for the embedding-only policy
+
+    def begin_question(self, question):
+        return self.offline.begin_question(question)  # the fallback's
 
     def reads_similarity(self, anchors):
         return True  # a failed decision falls back to the offline ranking, which may read it
@@ -201,6 +208,9 @@ class RandomPolicy:
 
     def confident(self, qid, question, anchor, options):
         return True  # random choices are the ablation: no hedging
+
+    def begin_question(self, question):
+        return []
 
     def reads_similarity(self, anchors):
         return False

@@ -342,21 +342,14 @@ class CSRAG:
             plan = Plan.from_dict(plan, source="stored")
         elif plan is not None:
             plan.source = plan.source if plan.source == "stored" else f"stored:{plan.source}"
-        # Every text is encoded once per question, and what is likely needed next rides along with each miss.
+        if plan is None:
+            plan = plan_question(self.context, query)  # in encoder passes of its own, as `kgr plan` makes it
+        # Every text is encoded once per question, and what is likely needed next rides along with each miss; the
+        # passes start afresh after planning, so a record is the same whether its plan was made now or read back.
         vectors = TextVectors(store.encoder)
         plain = query.plain
         vectors.expect([plain])  # the passages' ranking needs it at the end
         floor = self.context.config.anchors.min_similarity
-
-        def planned(c: Constraint) -> None:
-            """Expect the texts a constraint from a mention is retrieved and recovered with."""
-            # they need no bindings, so they ride along with the planner's next encoder call
-            if not is_variable(c.head):
-                anchors = {c.head: list(self.index.match_anchors(c.head, settings.anchor_matches, floor).eids)}
-                vectors.expect(self.constraint_texts(plain, 0, Plan(plain, [c]), {}, anchors))
-
-        if plan is None:
-            plan = plan_question(self.context, query, vectors=vectors, planned=planned)
         watch.lap("plan")
 
         matches = [self.index.match_anchors(m, settings.anchor_matches, floor) for m in plan.mentions]

@@ -46,7 +46,7 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -70,7 +70,6 @@ FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the o
 FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
 MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
 WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
-WORD_MEMO = 1 << 16  # single question words whose vectors a store remembers across questions
 LIKELY_LABELS = 2  # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded ahead
 WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
@@ -245,20 +244,12 @@ class PlanIndex:
         self._titles: dict[str, list[int]] | None = None
         self._name_prefixes: frozenset[str] | None = None
         self._walk = None
-        self._word_memo: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
     def word_vectors(self, words: Sequence[str], text: str, vectors: TextVectors) -> dict[str, np.ndarray]:
-        """The vectors of single `words`, remembered across questions (questions share most of their words); those
-        not seen yet are encoded in one call with `text`."""
-        memo = self._word_memo
-        if len(memo) > WORD_MEMO:  # an open stream of questions brings new words forever
-            memo.clear()
-        known = {w: v for w in words if (v := memo.get(w)) is not None}
-        missing = [w for w in words if w not in known]
-        known.update(zip(missing, vectors([text, *missing])[1:]))
-        memo.update((w, known[w]) for w in missing)
-        return {w: known[w] for w in words}
+        """The vectors of single `words`, those the question's `vectors` lacks encoded in one call with `text` (not
+        remembered across questions: what rides with what would then depend on the questions before)."""
+        return dict(zip(words, vectors([text, *words])[1:]))
 
     def labels_named_by(self, words: set[str]) -> np.ndarray:
         """Per label, whether `words` hold every content word of it (a label with none is named by nothing)."""
@@ -626,8 +617,7 @@ def _slug(text: str) -> str:
 
 
 def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3,
-                 floor: float = 1.0, vectors: TextVectors | None = None,
-                 planned: Callable[[Constraint], None] | None = None) -> Plan:
+                 floor: float = 1.0, vectors: TextVectors | None = None) -> Plan:
     """Plan from the graph alone (see the module docstring); `floor` is anchors.min_similarity."""
     store = index.store
     vectors = TextVectors(store.encoder) if vectors is None else vectors
@@ -717,8 +707,6 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 top = [i for i in top if rank[i] >= rank[order[0]] - GLOBAL_MARGIN]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
-            if planned is not None:  # the caller may queue what the constraint will encode, to ride our next call
-                planned(constraints[-1])
             walked.update(rids[chosen].tolist())
             if targets:
                 forward = store.dst[rids[chosen]] == far[chosen]
@@ -781,7 +769,7 @@ def relation_menu(store: GraphStore, limit: int = 60) -> str:
 
 
 def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None,
-                  vectors: TextVectors | None = None, planned: Callable[[Constraint], None] | None = None) -> Plan:
+                  vectors: TextVectors | None = None) -> Plan:
     """The plan of one question: from the backbone when there is one (repaired once, else offline), else offline."""
     from kgr.backbone import decide
 
@@ -790,7 +778,7 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
 
     def fallback() -> Plan:
         return offline_plan(index, query, settings.variants, settings.anchor_matches,
-                            context.config.anchors.min_similarity, vectors, planned)
+                            context.config.anchors.min_similarity, vectors)
 
     if context.client is None:
         return fallback()

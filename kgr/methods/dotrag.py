@@ -214,9 +214,9 @@ class DotRAG:
         self.store = context.store
         self.settings = context.config.dotrag
         self.reach = context.open_reach()
-        # the walk's and the offline policy's texts in one memo; the graph's phrases (labels, schema texts, hop
-        # queries) are read from the project's phrase cache once an earlier run has encoded them
-        self._vectors = TextVectors(self.store.encoder, limit=4096, phrases=self.store.phrases)
+        # the walk's and the offline policy's texts in one memo, started afresh by each question; the graph's phrases
+        # (labels, schema texts, hop queries) are read from the project's phrase cache once a run has encoded them
+        self._vectors = TextVectors(self.store.encoder, phrases=self.store.phrases)
         tally = step_counts(self.store)
         self.policy = make_policy(context, self.store, self._vectors, tally)
         self.count = token_counter(context.config.budget.encoding)
@@ -237,18 +237,22 @@ class DotRAG:
         if self.store.passages and self.settings.passages:
             plan_index(self.store).warm_passage_ranking()
 
+    def _begin_question(self, query: Query) -> None:
+        """Forget the last question's vectors and encode this one's opening texts in one pass (the policy's words, and
+        the question itself when no mention names its anchors: the seed search reads it), so that its vectors, and its
+        record, do not depend on the questions before it (`TextVectors`)."""
+        words = self.policy.begin_question(query.text)
+        self._vectors.begin_question(([] if query.mentions else [query.plain]) + words)
+
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
         """Trajectory discovery and ranking: anchors, first-hop types with previews, and the kept pairs."""
         watch = Stopwatch()
+        self._begin_question(query)
         settings, store = self.settings, self.store
         # the question's vector, encoded on first use: under the offline policy a question that names its entities
         # needs none (the hops search with the policy's step queries), saving the encoder pass VSS cannot avoid
         qv = partial(self._embed, query.plain)
-        if isinstance(self.policy, OfflinePolicy):
-            # the policy's new words ride along with the question's first encoder call instead of making one more
-            # (a small batch is packed, so they cost only their own slots; on bfloat16 see TextVectors on the bits)
-            self._vectors.expect(self.policy.words_to_expect(query.text))
         anchors, unmatched, warnings = self._anchors(query, qv)
         # the policy reads the names it anchors as mentions, bracketed or found: their words name entities, not the
         # way to the answer
@@ -377,6 +381,9 @@ class DotRAG:
         watch = Stopwatch()
         if plan is None:
             plan = self.plan(query)
+        # afresh after planning as after reading a stored plan: the same question's opening pass is kept, the rest
+        # encoded again, so a record is the same whether its plan was made now or read back
+        self._begin_question(query)
         watch.lap("plan")
         trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
