@@ -154,8 +154,9 @@ class Project:
     ) -> Iterator["Project"]:
         """Open a project, holding its lock (exclusive to write, shared to read) until exit.
 
-        With `create`, a directory that did not exist or was empty is left as it was found when the command fails
-        (a KgrError or an interrupt): what it created is removed, so a refused first ingest leaves no half project."""
+        With `create`, a directory that did not exist or was empty is left as it was found when the command is refused
+        (a KgrError): what it created is removed, so a refused first ingest leaves no half project. An interrupt keeps
+        it: a killed first ingest's checkpoint lets the same command resume it (no stage trusts a checkpoint)."""
         root = Path(root)
         undo = FreshDirectory(root) if create else None
         try:
@@ -173,7 +174,7 @@ class Project:
                 project.close()
         except ProjectBusyError:
             raise  # another process holds the directory: what is in it is its own, not this command's
-        except (KgrError, KeyboardInterrupt):
+        except KgrError:
             if undo is not None:
                 undo.remove_created()
             raise

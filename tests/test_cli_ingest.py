@@ -64,7 +64,9 @@ def test_a_refused_ingest_keeps_what_was_there(files, run_kgr):
     assert contents(project).keys() == before.keys()
 
 
-def test_an_interrupted_first_ingest_removes_the_directory_it_created(files, run_kgr, monkeypatch):
+def test_an_interrupted_first_ingest_keeps_its_checkpoint_and_names_the_command_that_resumes_it(
+        files, run_kgr, monkeypatch):
+    # unlike a refusal, an interrupt (Ctrl-C on a long first ingest) keeps the encoded vectors: rerunning resumes
     written = []
 
     def interrupted(directory, name, *args, **kwargs):
@@ -75,7 +77,8 @@ def test_an_interrupted_first_ingest_removes_the_directory_it_created(files, run
     root = files / "new-dir"
     refused(run_kgr("ingest", root, files / "kb.txt"), ExitStatus.INTERRUPTED)
     assert written == ["entities"]  # it got as far as embedding (a vectors generation existed)
-    assert not root.exists()
+    assert (root / "kgr.toml").exists() and not (root / "kgr.duckdb").exists()  # a checkpoint, once encoded
+    assert "resume it with `kgr ingest" in refused(run_kgr("reach", root), ExitStatus.STALE).stderr
 
 
 # -- a killed first ingest ------------------------------------------------------------------------------------------
