@@ -137,6 +137,9 @@ class DotragConfig:
     # passages packed after the paths when the project has passages (ranked as CS-RAG ranks them, from the anchors and
     # the paths' provenance); 0 = paths only. An LLM-built graph's paths often miss the answer its passages state
     passages: int = ranged(5, 0)
+    # recall first: after the walk's paths, up to this many relationships within max_hops of the anchors, the most
+    # like the question (a dense search of the anchors' neighbourhood), are packed as the budget allows; 0 = off
+    fill: int = ranged(0, 0)
 
 
 @dataclass
@@ -215,6 +218,9 @@ class CsragConfig:
     bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
     # ... if they have an edge matching a later constraint on it this well (cosine)
     bind_fit: float = ranged(0.9, -1.0, 1.0)
+    # without passages to recover from, an unresolved constraint's best candidates (its reranked pool), up to this
+    # many, bind its variable all the same and are packed after the resolved ones: recall first; 0 = off
+    graph_recovery: int = ranged(5, 0)
     reranker: str = ""  # a CrossEncoder name or path; empty means bi-encoder cosine
 
 

@@ -372,6 +372,17 @@ class ReachMap:
         return {int(types[start]): (self._rid[idx[group]], near[group], far[group])
                 for start, group in zip(np.r_[0, bounds].tolist(), np.split(edge, bounds)) if group.size}
 
+    def edges_within(self, e: int, hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rids, near, far) of every relationship with an end at most `hops` - 1 hops from e (so its other end is at
+        most `hops` away), near being the end nearer e; each relationship once, by (near's distance, near, rid)."""
+        self._check(e, hops)
+        anchor = self._anchor(e)
+        inner = np.concatenate([np.array([e], dtype=np.int64)]
+                               + [self._layer(anchor, h).astype(np.int64) for h in range(1, hops)])
+        idx, lens = csr_entries(self._indptr, inner)
+        first = np.sort(np.unique(self._rid[idx], return_index=True)[1])  # each relationship from its nearer end: the inner entities are in distance order
+        return self._rid[idx[first]], np.repeat(inner, lens)[first], self._nbr[idx[first]].astype(np.int64)
+
     def distances_within(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, hops) of every entity at distance 1..max_hops from e, ordered by hop then id."""
         self._check_entity(e)

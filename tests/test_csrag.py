@@ -88,6 +88,15 @@ def test_unresolved_constraint_blocks_what_depends_on_it():
     assert bindings == {} and len(calls) == 1
 
 
+def test_without_passages_an_unsettled_pool_binds_its_best_all_the_same():
+    # nothing to recover from: its best `unsettled_binds` candidates bind ?x (recall first), and it stays unresolved
+    plan = [c("A", "?x"), c("?x", "?y")]
+    retrieve, calls = pools_from({(0, (1,)): [(10, 0.5), (11, 0.5), (12, 0.5)], (1, (10, 11)): [(20, 0.9)]})
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, unsettled_binds=2)
+    assert states[0].status == "unresolved" and "bind ?x" in states[0].reason and states[0].bound == [10, 11]
+    assert states[1].status == "resolved" and bindings == {"?x": [10, 11], "?y": [20]}
+
+
 def test_passages_bind_the_variable_of_a_candidate_less_constraint():
     # The graph lost A's edge: constraint 0 finds nothing, its passages name 1 (A itself), 10 and 12; the chain goes on
     # from 10 and 12 while constraint 0 itself stays unresolved.
@@ -607,3 +616,27 @@ def test_a_timed_run_builds_the_plan_index_before_its_first_question(sourced, st
     index = plan_index(store)
     parts = (index._label_vectors, index._walk, index._name_prefixes, index._titles)
     assert all(p is not None for p in parts) if built else all(p is None for p in parts)
+
+
+def test_the_alternatives_a_question_offers_are_its_candidate_answers(offline):
+    record = CSRAG(offline).retrieve(query("Who was born first, Hywel Teifi Edwards or Felix Schuster?", "x4"))
+    assert record.entities[:2] == ["Hywel Teifi Edwards", "Felix Schuster"]
+    assert record.trace["alternatives"] == ["Hywel Teifi Edwards", "Felix Schuster"]
+    # mentions joined by "and" are not alternatives: the answer lies beyond them
+    record = CSRAG(offline).retrieve(query("Are Hywel Teifi Edwards and Felix Schuster of the same nationality?"))
+    assert record.trace["alternatives"] == []
+    assert not {"Hywel Teifi Edwards", "Felix Schuster"} & set(record.entities)
+
+
+def test_a_graph_without_passages_answers_a_chain_from_its_unsettled_pools(metaqa_project):
+    """Erik Poppe directed several films (N_eff > gamma): without passages to recover from, they bind ?film all the
+    same, and the films' actors are found (before, the chain stopped there and the result was empty)."""
+    from kgr.methods.base import RunContext
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    with Project.open(metaqa_project) as project:
+        context = RunContext(project, project.config, GraphStore(project), "eval")
+        record = CSRAG(context).retrieve(query("who acted in the movies directed by [Erik Poppe]"))
+        assert {"Trond Espen Seim", "Jan Gunnar Røise"} <= set(record.entities)
+        assert any("no passages to recover from" in c["reason"] for c in record.trace["constraints"])

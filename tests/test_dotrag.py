@@ -21,7 +21,7 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext, top_k_per_group
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag import (DotRAG, Path as WalkPath, PathLayer, layer_paths, mark_names, step_counts,
+from kgr.methods.dotrag import (DotRAG, Path as WalkPath, PathLayer, layer_paths, step_counts,
                                 step_priors, type_schema)
 from kgr.project import PHRASES_DIR, Project
 from kgr.store import GraphStore
@@ -115,20 +115,6 @@ def test_anchor_from_the_mention_or_the_name(dotrag, text):
     assert {p["anchor"] for p in plan["pairs"]} == {named[0]["eid"]}
 
 
-@pytest.mark.parametrize("text, names, marked", [
-    ("Who lived longer, ada helm or Boris Vane?", ["Ada Helm", "Boris Vane"],
-     "Who lived longer, [Ada Helm] or [Boris Vane]?"),
-    ("Where did the composer of The Queen Of Spades (Prokofiev) study?", ["The Queen of Spades (Prokofiev)"],
-     "Where did the composer of [The Queen of Spades (Prokofiev)] study?"),
-    ("Who is Tlilpotoncatzin's uncle?", ["Tlilpotoncatzin"], "Who is [Tlilpotoncatzin]'s uncle?"),
-    ("films of Red Gap and Raiders of Red Gap", ["Red Gap", "Raiders of Red Gap"],  # the longer name first
-     "films of [Red Gap] and [Raiders of Red Gap]"),
-    ("the Gapping of Redgap", ["Red Gap", "Gap"], "the Gapping of Redgap"),  # whole words only
-])
-def test_mark_names_brackets_the_first_whole_word_occurrence(text, names, marked):
-    assert mark_names(text, names) == marked
-
-
 def test_a_second_name_the_seed_search_misses_anchors_when_it_is_specific(dotrag, store):
     """With one seed the seed search names one of the question's two names; the other, found word for word, anchors
     too when its specificity in the graph reaches `dotrag.lexical_anchors` (0 = off)."""
@@ -156,6 +142,22 @@ def test_record_anchors_are_the_searched_ones(dotrag):
     record = ask(dotrag(), "[Dark Harbor] was directed by who")
     assert record.anchors == ["Dark Harbor"]
     assert endpoints(record) == {"Clint Ranger"}
+
+
+@pytest.mark.parametrize("text", ["Whose director is older, [Dark Harbor] or [Golden Hour]?",
+                                  "Whose director is older, Dark Harbor or golden hour?"])
+def test_the_alternatives_a_question_offers_are_its_candidate_answers(dotrag, text):
+    """The answer is one of the anchors: they lead the entities, and each is searched on its own, not conjoined."""
+    record = ask(dotrag(), text)
+    assert record.entities[:2] == ["Dark Harbor", "Golden Hour"]
+    assert record.trace["plan"]["alternatives"] and {p["entities"][0] for p in record.paths} == set(record.anchors)
+    assert {"Clint Ranger", "Ada Helm"} <= set(record.entities)
+
+
+def test_mentions_joined_by_and_stay_out_of_the_entities(dotrag):
+    record = ask(dotrag(), "Who directed [Dark Harbor] and [Golden Hour]?")
+    assert record.trace["plan"]["alternatives"] == []
+    assert not {"Dark Harbor", "Golden Hour"} & set(record.entities)
 
 
 def test_a_mention_the_graph_lacks_anchors_nothing_and_says_so(dotrag):

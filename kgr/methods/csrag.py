@@ -26,7 +26,7 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
-from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, top_k
+from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives, top_k
 from kgr.methods.csrag_plan import (
     PLAN_VERSION,
     Constraint,
@@ -121,6 +121,7 @@ def propagate(
     gamma: float,
     on_decided: Callable[[ConstraintState], None] | None = None,
     recover: Callable[[int, dict[str, list[int]]], list[int]] | None = None,
+    unsettled_binds: int = 0,
 ) -> tuple[list[ConstraintState], dict[str, list[int]]]:
     """Run every constraint whose source is known until nothing more propagates; return states and bindings.
 
@@ -134,6 +135,8 @@ def propagate(
     `recover(index, bindings_so_far)`, when given, is asked for the entities that passages name for a constraint
     that found no candidates at all (the graph lacks the edge): they bind its free variable so that later
     constraints can still be retrieved from the graph; the constraint itself stays unresolved.
+    `unsettled_binds`, when there are no passages to recover from: an unresolved constraint's best that many
+    candidates bind its variable all the same (recall first), and it stays unresolved.
     """
     states = [ConstraintState(i) for i in range(len(constraints))]
     bindings: dict[str, list[int]] = {}
@@ -188,11 +191,17 @@ def propagate(
                     bindings[target] = named
                     state.bound = named
                     state.reason += f"; {len(named)} entities named in its passages bind {target}"
-            continue
-        state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
+            if not (state.pool and unsettled_binds):
+                continue
+        else:
+            state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
         if not is_variable(target):
             continue
-        state.bound = bind(state.pool, state.n_eff)
+        if ok:
+            state.bound = bind(state.pool, state.n_eff)
+        else:
+            state.bound = list(dict.fromkeys(c.far for c in state.pool[:unsettled_binds]))
+            state.reason += f"; its best {len(state.bound)} bind {target} (no passages to recover from)"
         if target in dead:
             state.status, state.reason = "unresolved", f"{target} has conflicting bindings"
             continue
@@ -356,6 +365,9 @@ class CSRAG:
         # an unmatched mention anchors nothing: its constraints get no graph candidates, only textual recovery
         anchors: dict[str, list[int]] = {m.mention: list(m.eids) for m in matches}
         anchor_ids = {e for eids in anchors.values() for e in eids}
+        # the alternatives a question offers ("who was born first, A or B?") are its candidate answers
+        marked = query.text if query.mentions else mark_names(query.text, plan.mentions)
+        alternatives = list(dict.fromkeys(e for m in offered_alternatives(marked) for e in anchors.get(m, [])))
         watch.lap("anchors")
 
         reached: set[int] = set(anchor_ids)
@@ -448,7 +460,7 @@ class CSRAG:
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
                                      settings.gamma, on_decided,
                                      recover=named_in_passages if has_passages and settings.bind_from_passages
-                                     else None)
+                                     else None, unsettled_binds=0 if has_passages else settings.graph_recovery)
         watch.lap("constraints")
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
@@ -464,6 +476,9 @@ class CSRAG:
         from kgr.methods.budget import pack_paths
 
         ranked = [(state.index, cand) for state in states if state.status == "resolved" for cand in state.pool]
+        if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
+            ranked += [(state.index, cand) for state in states if state.status != "resolved"
+                       for cand in state.pool[:settings.graph_recovery]]
         seen_rids: set[int] = set()
         paths, endpoints, scored = [], [], []
         for i, cand in ranked:
@@ -479,7 +494,7 @@ class CSRAG:
 
         names = store.names
         kept_paths = [scored[k] for k in packed.kept_paths]
-        entity_order: list[int] = []
+        entity_order: list[int] = list(alternatives)
         for _, cand in kept_paths:
             for e in (cand.far, cand.near):
                 if e not in anchor_ids:
@@ -495,6 +510,7 @@ class CSRAG:
             "plan_source": plan.source,
             "reranker": self.reranker_name,
             "anchors": {m: [names[e] for e in eids] for m, eids in anchors.items()},
+            "alternatives": [names[e] for e in alternatives],
             "constraints": [self._state_trace(s, plan, recovered) for s in states],
             "bindings": {v: [names[e] for e in eids] for v, eids in bindings.items()},
             "reached": sorted({names[e] for e in reached}),

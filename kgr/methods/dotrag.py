@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
 import math
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, partial
@@ -16,7 +14,8 @@ from kgr.backbone.offline import OfflinePolicy, label_words, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
-from kgr.methods.base import Query, RunContext, Stopwatch, top_k, top_k_per_group
+from kgr.methods.base import (Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives, top_k,
+                              top_k_per_group)
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.csrag_plan import plan_index
 from kgr.methods.records import RetrievalRecord
@@ -162,44 +161,6 @@ class Pair:
     previews: list[str] = field(default_factory=list)
 
 
-_ALNUM = re.compile(r"[0-9A-Za-z]+")
-
-
-def name_spans(text: str, names: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Per name, where it first occurs in `text` as whole words (any case, any punctuation between its words), with
-    the punctuation the name itself starts or ends with when the text has it there; None where it does not occur."""
-    words = list(_ALNUM.finditer(text))
-    joined = " " + " ".join(w.group(0).lower() for w in words) + " "
-    starts = np.cumsum([0] + [len(w.group(0)) + 1 for w in words[:-1]]).tolist()  # each word's offset in `joined`
-    spans: list[tuple[int, int] | None] = []
-    for name in names:
-        parts = _ALNUM.findall(name)
-        at = joined.find(f" {' '.join(parts).lower()} ") if parts else -1
-        if at < 0:
-            spans.append(None)
-            continue
-        first = bisect.bisect_left(starts, at)
-        start, end = words[first].start(), words[first + len(parts) - 1].end()
-        lead, trail = re.match(r"[^0-9A-Za-z]*", name).group(0), re.search(r"[^0-9A-Za-z]*$", name).group(0)
-        start -= len(lead) if lead and text[max(0, start - len(lead)):start] == lead else 0
-        end += len(trail) if trail and text[end:end + len(trail)] == trail else 0
-        spans.append((start, end))
-    return spans
-
-
-def mark_names(text: str, names: Sequence[str]) -> str:
-    """`text` with the first occurrence of each of `names` (as `name_spans` finds it) replaced by the name in brackets,
-    as a mention; a longer name wins over one it overlaps."""
-    names = sorted((n for n in names if "[" not in n and "]" not in n), key=len, reverse=True)
-    chosen: list[tuple[int, int, str]] = []
-    for name, span in zip(names, name_spans(text, names)):
-        if span and all(span[1] <= s or span[0] >= e for s, e, _ in chosen):
-            chosen.append((*span, name))
-    for start, end, name in sorted(chosen, reverse=True):
-        text = f"{text[:start]}[{name}]{text[end:]}"
-    return text
-
-
 class DotRAG:
     """LLM-guided relational path retrieval, with the offline, random or an LLM policy making decisions."""
 
@@ -207,7 +168,8 @@ class DotRAG:
     needs_reach = True
     # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
     # 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
-    plan_version = 3
+    # 4: plans carry the anchors the question offers as alternatives
+    plan_version = 4
 
     def __init__(self, context: RunContext):
         self.context = context
@@ -239,10 +201,11 @@ class DotRAG:
 
     def _begin_question(self, query: Query) -> None:
         """Forget the last question's vectors and encode this one's opening texts in one pass (the policy's words, and
-        the question itself when no mention names its anchors: the seed search reads it), so that its vectors, and its
+        the question itself when the seed search or the fill reads it), so that its vectors, and its
         record, do not depend on the questions before it (`TextVectors`)."""
         words = self.policy.begin_question(query.text)
-        self._vectors.begin_question(([] if query.mentions else [query.plain]) + words)
+        reads_question = not query.mentions or self.settings.fill > 0  # the seed search, the neighbourhood's fill
+        self._vectors.begin_question(([query.plain] if reads_question else []) + words)
 
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
@@ -258,6 +221,7 @@ class DotRAG:
         # way to the answer
         question = query.text if query.mentions else mark_names(query.text, [store.names[e] for e, named in anchors
                                                                              if named])
+        alternatives = self._alternatives(query, question, [e for e, named in anchors if named])
         options = [AnchorOption(store.names[e], store.types_of(e), named) for e, named in anchors]
         if len(options) > 1 and self.policy.reads_similarity(options):
             similarities = store.entity_vectors[[e for e, _ in anchors]] @ qv()
@@ -297,6 +261,7 @@ class DotRAG:
                          "rank": anchor_order.index(i)}
                         for i, ((e, _), o) in enumerate(zip(anchors, options))],
             "pairs": [asdict(p) for p in pairs[:kept]],
+            "alternatives": alternatives,
             "hedged": hedged > 0,
             "unmatched_mentions": unmatched,
             "warnings": warnings + self.context.take_warnings(query.id),
@@ -336,6 +301,21 @@ class DotRAG:
                             f" (best {store.names[seeds[0]]!r}, cosine {similarities[seeds[0]]:.2f}"
                             f" < anchors.min_similarity {floor:g})")
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
+
+    def _alternatives(self, query: Query, question: str, named: list[int]) -> list[int]:
+        """The anchors the question offers as its answer's alternatives (`offered_alternatives`), in order."""
+        offered = offered_alternatives(question)
+        if not offered:
+            return []
+        store = self.store
+        if query.mentions:  # a bracketed mention may have anchored loosely: its matches, among the anchors
+            floor = self.context.config.anchors.min_similarity
+            kept = set(named)
+            return list(dict.fromkeys(e for m in offered for e in store.match_mention(m, floor).eids if e in kept))
+        by_name: dict[str, list[int]] = {}
+        for e in named:  # a found name is marked as it is spelled in the graph
+            by_name.setdefault(store.names[e], []).append(e)
+        return list(dict.fromkeys(e for m in offered for e in by_name.get(m, [])))
 
     def _lexical_anchors(self, text: str, taken: list[tuple[int, int]]) -> list[int]:
         """Entities whose names occur word for word in `text` outside the `taken` spans and are specific to this graph
@@ -399,11 +379,16 @@ class DotRAG:
         unique: dict[tuple[int, ...], Path] = {}
         for _, path in ranked:
             unique.setdefault(path.rids, path)
-        paths, shared = self._conjoin(query, list(unique.values()))
+        paths, shared = self._conjoin(query, list(unique.values()), bool(plan.get("alternatives")))
         if shared is not None:
             trace["conjunction"] = sorted(self.store.names[e] for e in shared)
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
+        if self.settings.fill:
+            filled = self._fill(query, [p["anchor"] for p in plan["pairs"]], paths)
+            trace["fill"] = len(filled)
+            paths = paths + filled
+            watch.lap("fill")
         packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
                             endpoints=[p.eids for p in paths], passages=passages)
         watch.lap("pack")
@@ -418,7 +403,9 @@ class DotRAG:
             anchors=[a["name"] for a in plan["anchors"] if a["eid"] in anchors],
             unmatched_mentions=list(plan.get("unmatched_mentions", [])),
             warnings=[*plan.get("warnings", []), *self.context.take_warnings(query.id)],
-            entities=[names[e] for e in packed.eids if e not in anchors],
+            # the alternatives a question offers are its candidate answers, though they anchor its paths
+            entities=list(dict.fromkeys([*(names[e] for e in plan.get("alternatives", [])),
+                                         *(names[e] for e in packed.eids if e not in anchors)])),
             paths=[self._describe(p) for p in kept_paths],
             context=packed.context, context_tokens=packed.tokens,
             passages=[self.store.passages[p][0] for p in packed.pids] if self.store.passages else None,
@@ -427,6 +414,22 @@ class DotRAG:
                         **{k: v for k, v in watch.steps.items() if k != "plan"}},
             trace=trace, **self.context.usage(query.id),
         )
+
+    def _fill(self, query: Query, anchors: list[int], paths: list[Path]) -> list[Path]:
+        """Up to `dotrag.fill` relationships within `max_hops` of the anchors that no path holds, the most like the
+        question (a dense search of the anchors' neighbourhood: where a walk stopped short or turned wrong, the
+        evidence is still near), each as a one-hop path from its end nearer an anchor."""
+        found = [self.reach.edges_within(a, self.settings.max_hops) for a in dict.fromkeys(anchors)]
+        if not found:
+            return []
+        rids, near, far = (np.concatenate(column) for column in zip(*found))
+        first = np.sort(np.unique(rids, return_index=True)[1])
+        rids, near, far = rids[first], near[first], far[first]
+        fresh = ~np.isin(rids, [r for p in paths for r in p.rids])
+        rids, near, far = rids[fresh], near[fresh], far[fresh]
+        sims = self.store.relationship_vectors[rids] @ self._embed(query.plain)
+        best = top_k(sims, self.settings.fill)
+        return [Path((int(rids[i]),), (int(near[i]), int(far[i])), (round(float(sims[i]), 4),)) for i in best]
 
     def _passages(self, query: Query, plan: dict[str, Any], paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
@@ -502,7 +505,7 @@ class DotRAG:
         paths = [p for d in preferred for p in layer_paths(layers, d)]
         return paths, walk, preferred
 
-    def _conjoin(self, query: Query, paths: list[Path]) -> tuple[list[Path], set[int] | None]:
+    def _conjoin(self, query: Query, paths: list[Path], alternatives: bool) -> tuple[list[Path], set[int] | None]:
         """With several bracketed mentions that each reached something, the paths to the entities reached from every
         mention's anchors (cut after the last such entity; all the paths when there is none) and those entities; else
         every path and None.
@@ -510,10 +513,11 @@ class DotRAG:
         Each mention is a constraint on the answer ("a player who plays at [Forward] from [Mexico]"): an entity only
         one mention reaches answers another question. An entity counts wherever it lies on a path, since a walk from
         one mention may pass the answer on its way to the other ("born in [Lyon] and founded [Ember Solar]": Ember
-        Solar -> Eva Lund -> Lyon). A mention whose anchors reached nothing constrains nothing.
+        Solar -> Eva Lund -> Lyon). A mention whose anchors reached nothing constrains nothing, nor do mentions the
+        question offers as `alternatives` ("who was born first, [A] or [B]?" asks about each).
         """
         mentions = list(dict.fromkeys(query.mentions))
-        if not self.settings.conjunctive or len(mentions) < 2 or not paths:
+        if not self.settings.conjunctive or alternatives or len(mentions) < 2 or not paths:
             return paths, None
         floor = self.context.config.anchors.min_similarity
         groups = [set(self.store.match_mention(mention, floor).eids) for mention in mentions]
