@@ -556,3 +556,15 @@ def test_with_passages_the_paths_come_with_their_source_passages(sourced_songs):
     assert record.passages.index("Lena Voss") < record.passages.index("Marek Dal")  # reached by the walk
     bare = DotRAG(RunContext(project, load_config(project.root, {"dotrag.passages": 0}), graph, "retrieve"))
     assert bare.retrieve(question).passages == [] and "1998" not in bare.retrieve(question).context
+
+
+def test_the_fill_adds_the_neighbourhoods_relationships_most_like_the_question(dotrag):
+    """`dotrag.fill`: after the walk's paths, the anchors' neighbourhood's relationships most like the question (one
+    hop each, from the end nearer an anchor), none already on a walked path."""
+    plain, filled = ask(dotrag(), TWO_HOP), ask(dotrag(fill=3), TWO_HOP)
+    walked = len(plain.paths)
+    assert filled.paths[:walked] == plain.paths and filled.trace["fill"] == len(filled.paths) - walked == 3
+    on_paths = {(tuple(p["entities"]), tuple(p["relations"])) for p in plain.paths}
+    for path in filled.paths[walked:]:
+        assert path["depth"] == 1 and (tuple(path["entities"]), tuple(path["relations"])) not in on_paths
+    assert set(plain.entities) <= set(filled.entities)

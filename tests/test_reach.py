@@ -89,6 +89,20 @@ def test_lookups_match_reference_bfs(tmp_path, seed):
             assert all(c > 0 for c in counts.values()) and all(c > 0 for c in counts_within.values())
 
 
+@pytest.mark.parametrize("seed", [3, 9])
+def test_edges_within_are_every_relationship_with_an_end_within_hops_minus_one(tmp_path, seed):
+    rm, _, (n, src, dst, types) = built(tmp_path, seed)
+    adjacency = reference_adjacency(n, src, dst)
+    for e in np.random.default_rng(300 + seed).integers(0, n, 10).tolist():
+        dist = reference_bfs(n, src, dst, e, 3, adjacency)
+        for hops in (1, 2, 3):
+            rids, near, far = rm.edges_within(e, hops)
+            inner = {v for v, d in dist.items() if d < hops}
+            assert sorted(rids.tolist()) == [r for r in range(len(src)) if src[r] in inner or dst[r] in inner]
+            for r, a, b in zip(rids.tolist(), near.tolist(), far.tolist()):
+                assert {a, b} == {int(src[r]), int(dst[r])} and dist[a] <= dist.get(b, hops)  # from its nearer end
+
+
 @pytest.mark.parametrize("seed", [5, 6, 7])
 def test_extending_edges_match_brute_force(tmp_path, seed):
     rm, _, (n, src, dst, types) = built(tmp_path, seed)
