@@ -10,11 +10,13 @@ convention, mechanically (no label is named here):
 |---|---|---|
 | snake (as given) | `plays_in_club` | `plays_in_club_inverse` |
 | camel | `playsInClub` | `playsInClubInverse` |
+| spaced | `plays in club` (words, as a hand-made graph might write them) | `plays in club inverse` |
 | path | `/football/player/plays_in_club` (a namespace every label shares, as Freebase's domain/type prefix) | `/football/player/plays_in_club_inverse` |
 | opaque | `r3` (labels carry no words: only types and the question are left) | `r3_inverse` |
 
-A policy that reads the graph's own labels should do as well on camel and path as on snake; opaque is the floor.
-Each style is a project under bench/out/projects/wc2014-<style> (ingest + reach, skipped when up to date).
+A policy that reads the graph's own labels should do as well on camel, spaced and path as on snake; opaque is the floor.
+Each style is a project under bench/out/projects/wc2014-<style> (ingest + reach, skipped when up to date); the dev
+suite runs camel, spaced and path as its sets `wc2014-<style>-1hop`, `-2hop`, `-conj` on the same projects.
 Output: bench/out/relabel/relabel.md and relabel.json.
 """
 
@@ -35,7 +37,7 @@ import twowiki_data  # noqa: E402
 import wc2014_data  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "relabel"
-STYLES = ("snake", "camel", "path", "opaque")
+STYLES = ("snake", "camel", "spaced", "path", "opaque")
 
 
 def respell(label: str, style: str, numbers: dict[str, int]) -> str:
@@ -46,6 +48,8 @@ def respell(label: str, style: str, numbers: dict[str, int]) -> str:
     if style == "camel":
         words = base.split("_")
         return words[0] + "".join(w.capitalize() for w in words[1:]) + ("Inverse" if inverse else "")
+    if style == "spaced":
+        return " ".join(base.split("_")) + (" inverse" if inverse else "")
     if style == "path":
         return f"/football/player/{label}"
     if style == "opaque":
