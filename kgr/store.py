@@ -15,6 +15,7 @@ from kgr.embed import Encoder, PhraseCache, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.project import PHRASES_DIR, Project
+from kgr.ranking import top_k
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,6 @@ class GraphStore:
             return MentionMatch(mention, tuple(exact), True, self.names[exact[0]], 1.0, floor)
         if not self.num_entities or k <= 0:
             return MentionMatch(mention, (), False, "", 0.0, floor)
-        from kgr.methods.base import top_k
 
         similarities = self.entity_vectors @ self.encoder.encode_query(mention)
         best = top_k(similarities, k)

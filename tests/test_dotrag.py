@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from kgr.config import load_config
-from kgr.methods.base import Query, RunContext, top_k_per_group
+from kgr.methods.base import Query, RunContext
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
 from kgr.methods.dotrag import (DotRAG, Path as WalkPath, PathLayer, layer_paths, step_counts,
                                 step_priors, type_schema)
 from kgr.project import PHRASES_DIR, Project
+from kgr.ranking import top_k_per_group
 from kgr.store import GraphStore
 
 DATA = Path(__file__).resolve().parent / "data" / "tiny_movies"

@@ -13,9 +13,9 @@ from kgr.evaluate.questions import (
     load_question_sets,
     load_questions,
     question_id,
-    same_question,
     sample,
 )
+from kgr.methods.records import same_question
 
 METAQA = (
     "what movies are about [ginger rogers]\tTop Hat|Kitty Foyle|The Barkleys of Broadway\n"

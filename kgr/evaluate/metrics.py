@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from kgr.errors import KgrError
-from kgr.evaluate.questions import Question, same_question
+from kgr.evaluate.questions import Question
+from kgr.methods.records import same_question
 from kgr.graph import normalize_name
 
 DEFAULT_KS = (2, 5, 10)

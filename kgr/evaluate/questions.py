@@ -168,11 +168,6 @@ def question_id(text: str) -> str:
     return f"metaqa-{digest[:12]}"
 
 
-def same_question(stored: object, text: str) -> bool:
-    """Tell whether a stored record's question text is this question's (whitespace differences aside)."""
-    return isinstance(stored, str) and " ".join(stored.split()) == " ".join(text.split())
-
-
 def hops_from_path(path: str | Path) -> int | None:
     """Return the hop count named by a path component such as `2-hop` (MetaQA's layout) or `qa_2hop.txt`."""
     for part in reversed(Path(path).parts):

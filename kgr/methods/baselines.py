@@ -35,9 +35,10 @@ from typing import ClassVar
 import numpy as np
 
 from kgr.errors import MissingStageError
-from kgr.methods.base import Query, RunContext, Stopwatch, top_k
+from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
+from kgr.ranking import top_k
 
 
 class _Baseline:

@@ -26,7 +26,7 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
-from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives, top_k
+from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives
 from kgr.methods.csrag_plan import (
     PLAN_VERSION,
     Constraint,
@@ -38,6 +38,7 @@ from kgr.methods.csrag_plan import (
     variable_type,
 )
 from kgr.methods.records import RetrievalRecord
+from kgr.ranking import top_k
 
 __all__ = [
     "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "fuse_passages", "n_eff", "orient", "plan_question",

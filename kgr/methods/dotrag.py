@@ -14,11 +14,11 @@ from kgr.backbone.offline import OfflinePolicy, label_words, step_query
 from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
-from kgr.methods.base import (Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives, top_k,
-                              top_k_per_group)
+from kgr.methods.base import Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.csrag_plan import plan_index
 from kgr.methods.records import RetrievalRecord
+from kgr.ranking import top_k, top_k_per_group
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 

@@ -48,6 +48,11 @@ class RetrievalRecord:
         return not self.paths and not self.passages
 
 
+def same_question(stored: object, text: str) -> bool:
+    """Tell whether a stored record's question text is this question's (whitespace differences aside)."""
+    return isinstance(stored, str) and " ".join(stored.split()) == " ".join(text.split())
+
+
 def _plain(value: Any) -> Any:
     """Make numpy scalars and sets JSON-able."""
     if hasattr(value, "item"):

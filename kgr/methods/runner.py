@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from kgr.errors import ExitStatus, KgrError, UsageError
-from kgr.evaluate.questions import same_question
 from kgr.methods import METHODS
 from kgr.methods.base import Method, Query, RunContext
-from kgr.methods.records import EMPTY_RESULT, RetrievalRecord
+from kgr.methods.records import EMPTY_RESULT, RetrievalRecord, same_question
 
 _RECORDS_DDL = """
 CREATE TABLE IF NOT EXISTS records (

@@ -1,0 +1,28 @@
+"""Ranking helpers every layer uses: the top k of a score array, overall or per group."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores, best first (ties broken by lower index)."""
+    if k <= 0 or scores.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if k < scores.size:
+        candidates = np.argpartition(-scores, k - 1)[:k]
+    else:
+        candidates = np.arange(scores.size)
+    return candidates[np.lexsort((candidates, -scores[candidates]))]
+
+
+def top_k_per_group(scores: np.ndarray, groups: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores within each group, all of them best first (ties broken by lower index)."""
+    if k <= 0 or scores.size == 0:
+        return np.empty(0, dtype=np.int64)
+    order = np.lexsort((np.arange(scores.size), -scores, groups))  # by group, best first within each
+    grouped = groups[order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    chosen = order[rank < k]
+    return chosen[np.lexsort((chosen, -scores[chosen]))]
