@@ -10,6 +10,7 @@ import pytest
 
 import kgr.ingest.stage as stage
 from kgr.errors import ExitStatus
+from test_probes_cli import SCHEMA  # the companies graph's schema
 
 TRIPLES = """\
 Acme Robotics|acquired|Bluefin Analytics
@@ -82,15 +83,6 @@ def test_an_interrupted_first_ingest_keeps_its_checkpoint_and_names_the_command_
 
 
 # -- a killed first ingest ------------------------------------------------------------------------------------------
-SCHEMA = """\
-[relations.acquired]
-subject = "company"
-object = "company"
-
-[relations.headquartered_in]
-subject = "company"
-object = "city"
-"""
 
 
 def test_a_later_command_names_the_command_that_resumes_a_killed_first_ingest(files, run_kgr, monkeypatch):
