@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
-from kgr import __version__
+from kgr import __version__, api
 from kgr.console import Output, counted
 from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.ingest.formats import FORMATS
@@ -138,12 +138,8 @@ def print_json(value: Any) -> None:
 def init(directory: Path = ProjectDir, settings: list[str] = SetOption, quiet: bool = QuietOption,
          as_json: bool = JsonOption) -> None:
     """Create a project directory with a kgr.toml listing every setting."""
-    from kgr.project import Project
-
     existed = (directory / "kgr.toml").exists()
-    path = Project.init(directory, parse_settings(settings))
-    if existed and settings:
-        raise UsageError(f"{path} exists and was kept; edit it, or pass --set to the command that should use it")
+    path = api.init(directory, settings=parse_settings(settings))
     if as_json:
         print_json({"config": str(path), "created": not existed})
     else:
@@ -175,19 +171,15 @@ def ingest(
     as_json: bool = JsonOption,
 ) -> None:
     """Load a knowledge graph (and passages) into the project and embed it."""
-    from kgr.ingest.stage import IngestOptions, ingest_mode, run_ingest
-    from kgr.project import Project
+    from kgr.ingest.stage import ingest_mode
 
     output = Output(quiet)
-    if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r}: choose from {', '.join(FORMATS)}")
     columns = parse_pairs(column, "--column") or None
-    options = IngestOptions(paths=graph, fmt=fmt, passages=passages, schema=schema, columns=columns,
-                            delimiter=delimiter)
     overrides = parse_settings(settings, **{"embedding.model": embedding_model})
     mode = ingest_mode(replace, append)
-    with Project.open(directory, write=True, create=True, overrides=overrides) as project, output.progress() as bar:
-        report = run_ingest(project, options, force=force, mode=mode, progress=bar, settings=overrides)
+    with output.progress() as bar:
+        report = api.ingest(directory, graph, passages=passages, schema=schema, fmt=fmt, columns=columns,
+                            delimiter=delimiter, mode=mode, force=force, settings=overrides, progress=bar)
     if as_json:
         print_json({"skipped": report.skipped, "counts": report.counts, "seconds": report.seconds,
                     "encoded": report.encoded, "skipped_records": report.skipped_records,
@@ -222,11 +214,9 @@ def first_few(items: list[str], shown: int = 3) -> str:
 def status(directory: Path = ProjectDir, settings: list[str] = SetOption, as_json: bool = JsonOption,
            quiet: bool = QuietOption) -> None:
     """Show stages, counts per entity type and relation, and sizes on disk."""
-    from kgr.project import Project
-    from kgr.status import project_status, render_status
+    from kgr.status import render_status
 
-    with Project.open(directory, overrides=parse_settings(settings)) as project:
-        report = project_status(project)
+    report = api.status(directory, settings=parse_settings(settings))
     if as_json:
         print_json(report)
     else:
@@ -248,36 +238,16 @@ def reach(
     as_json: bool = JsonOption,
 ) -> None:
     """Build the reachability map (typed entities per hop), or inspect it with --show."""
-    from kgr.project import Project
-    from kgr.reach_stage import open_reach, resolve_entity, run_reach
-    from kgr.store import GraphStore
-
     output = Output(quiet)
     if show is not None:
-        with Project.open(directory, overrides=parse_settings(settings)) as project:
-            store = GraphStore(project)
-            reach_map = open_reach(project)
-            eid = resolve_entity(store, show)
-            if type_name is not None and hop is None:
-                raise UsageError("--type needs --hop")
-            if type_name is not None and type_name not in reach_map.type_names:
-                raise UsageError(f"--type {type_name!r}: no such entity type ({', '.join(reach_map.type_names)})")
-            try:
-                type_id = reach_map.type_id(type_name) if type_name is not None else None
-                shown = reach_map.show(eid, hop, type_id)
-            except (KeyError, ValueError) as exc:
-                raise KgrError(f"--show {show!r}: {exc}") from None
-        if "members" in shown:
-            shown["members"] = [store.names[m] for m in shown["members"]]
-        shown["entity"] = store.names[eid]
-        shown["types"] = store.types_of(eid) if "types" not in shown else shown["types"]
+        shown = api.show_reach(directory, show, hop=hop, type_name=type_name, settings=parse_settings(settings))
         if as_json:
             print_json(shown)
         else:
             render_reach_show(shown, output)
         return
-    with Project.open(directory, write=True, overrides=parse_settings(settings)) as project:
-        stats = run_reach(project, force=force)
+    with api.open_project(directory, write=True, settings=parse_settings(settings)) as project:
+        stats = api.reach(project, force=force)
         stored = project.last_run("reach").counts if stats is None else None
     if as_json:
         print_json({"up_to_date": True, **stored} if stats is None else {"up_to_date": False, **stats.to_dict()})
@@ -346,19 +316,12 @@ def ablation_settings(names: list[str]) -> dict[str, Any]:
     return settings
 
 
-def _queries(questions: Optional[Path], query: Optional[str], limit: int, seed: int) -> list:
-    """The queries named on the command line: one --query or a --questions file (optionally sampled)."""
-    from kgr.evaluate.questions import load_questions, sample
-    from kgr.methods.base import Query
-
+def question_source(questions: Optional[Path], query: Optional[str]) -> Path | str:
+    """The questions named on the command line, as `kgr.api` takes them: one --query (a str) or a --questions file
+    (a Path)."""
     if (questions is None) == (query is None):
         raise UsageError("give either --query or --questions")
-    if query is not None:
-        return [Query("query", query)]
-    loaded = load_questions(questions)
-    if limit:
-        loaded = sample(loaded, limit, seed)
-    return [Query(q.id, q.question) for q in loaded]
+    return query if query is not None else questions
 
 
 @app.command(cls=KgrCommand)
@@ -374,21 +337,17 @@ def overview(
     as_json: bool = JsonOption,
 ) -> None:
     """Summarize each entity type and the whole graph (|T|+1 backbone calls; extractive when offline)."""
-    from kgr.overview import read_overview, run_overview
-    from kgr.project import Project
-
     output = Output(quiet)
     overrides = parse_settings(settings, **{"backbone.model": backbone})
     if show:
-        with Project.open(directory, overrides=overrides) as project:
-            text = read_overview(project)
+        text = api.read_overview(directory, settings=overrides)
         if as_json:
             print_json({"overview": text})
         else:
             output.out.print(text, markup=False)
         return
-    with Project.open(directory, write=True, overrides=overrides) as project, output.progress() as bar:
-        result = run_overview(project, force=force, use_cache=not no_cache, progress=bar)
+    with api.open_project(directory, write=True, settings=overrides) as project, output.progress() as bar:
+        result = api.overview(project, force=force, use_cache=not no_cache, progress=bar)
         stored = project.last_run("overview").counts if result is None else None
     if as_json:
         print_json({"up_to_date": True, **stored} if result is None else {"up_to_date": False, **result})
@@ -416,20 +375,15 @@ def plan(
     as_json: bool = JsonOption,
 ) -> None:
     """Plan questions (DotRAG trajectories, CS-RAG constraints) and store the plans for `retrieve`."""
-    from kgr.methods.runner import open_run, run_plans, stored_plans
-    from kgr.project import Project
-
     output = Output(quiet)
-    queries = _queries(questions, query, limit, seed)
+    source = question_source(questions, query)
     overrides = run_settings(ablation, settings, backbone)
-    with Project.open(directory, write=True, overrides=overrides) as project:
-        context = open_run(project, method, stage="plan", use_cache=not no_cache)
-        with output.progress() as bar:
-            done, skipped = run_plans(context, method, queries, fresh=fresh, progress=bar("planning", len(queries)))
-        if as_json:
-            plans = stored_plans(context, method, queries)
-            print_json([plans[q.id] for q in queries if q.id in plans])
-    output.info(f"planned {done} question(s) with {method}; {skipped} already had a plan")
+    with output.progress() as bar:
+        report = api.plan(directory, source, method=method, fresh=fresh, limit=limit, seed=seed,
+                          use_cache=not no_cache, settings=overrides, progress=bar)
+    if as_json:
+        print_json(report.plans)
+    output.info(f"planned {report.planned} question(s) with {method}; {report.already_planned} already had a plan")
 
 
 @app.command(cls=KgrCommand)
@@ -458,42 +412,37 @@ def retrieve(
 ) -> None:
     """Retrieve relational paths for a question or a question file; batch runs resume where they stopped."""
     from kgr.methods.base import WarningTally
-    from kgr.methods.records import write_jsonl
-    from kgr.methods.runner import check_resumable, method_class, open_run, retrieve_one, run_method
-    from kgr.project import Project
 
     output = Output(quiet)
-    queries = _queries(questions, query, limit, seed)
+    source = question_source(questions, query)
     overrides = run_settings(ablation, settings, backbone)
-    with Project.open(directory, write=True, overrides=overrides) as project:
-        context = open_run(project, method, use_cache=not no_cache)
-        if query is not None:
-            record = retrieve_one(context, method_class(method)(context), queries[0])
-            if out:
-                write_jsonl(out, [record])
-            if as_json:
-                sys.stdout.write(record.to_json() + "\n")
-            elif explain:
-                render_explain(record, output)
-            else:
-                output.out.print(record.context, markup=False, highlight=False)
-                output.info(record_summary(record))
-            for warning in record.warnings:  # printed even with --quiet: they change how the result reads
-                output.err.print(f"warning: {warning}", markup=False, highlight=False)
-            return
-        tally = WarningTally()
-        if not fresh:
-            check_resumable(context, method, queries, run)  # refuses before the progress bar starts
-        with output.progress() as bar:
-            name, done, skipped = run_method(context, method, queries, run=run, resume=not fresh, workers=workers,
-                                             progress=bar(f"retrieving ({method})", len(queries)), out=out,
-                                             on_record=tally)
+    tally = WarningTally()
+    # One --query is retrieved and printed, not stored (kgr.api.retrieve says why); --run, --fresh and --workers
+    # apply to batches.
+    single = query is not None
+    with output.progress() as bar:
+        result = api.retrieve(directory, source, method=method, run=None if single else run, resume=not fresh,
+                              workers=workers, out=out, limit=limit, seed=seed, use_cache=not no_cache,
+                              settings=overrides, progress=bar, on_record=tally, keep_records=False)
+    if single:
+        record = result[0]
+        if as_json:
+            sys.stdout.write(record.to_json() + "\n")
+        elif explain:
+            render_explain(record, output)
+        else:
+            output.out.print(record.context, markup=False, highlight=False)
+            output.info(record_summary(record))
+        for warning in record.warnings:  # printed even with --quiet: they change how the result reads
+            output.err.print(f"warning: {warning}", markup=False, highlight=False)
+        return
     if as_json:
-        print_json({"run": name, "method": method, "retrieved": done, "already_done": skipped,
-                    "out": str(out) if out else None, "empty_results": tally.empty, "warnings": tally.summary})
+        print_json({"run": result.run, "method": method, "retrieved": result.retrieved,
+                    "already_done": result.already_done, "out": str(out) if out else None,
+                    "empty_results": tally.empty, "warnings": tally.summary})
     else:
-        output.info(f"run {name}: {done} question(s) retrieved, {skipped} already done" +
-                    (f"; records written to {out}" if out else ""))
+        output.info(f"run {result.run}: {result.retrieved} question(s) retrieved, {result.already_done} already done"
+                    + (f"; records written to {out}" if out else ""))
     if tally.summary:
         output.err.print(f"warning: {tally.summary}", markup=False, highlight=False)
 
@@ -556,18 +505,10 @@ def evaluate_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Score stored runs against question sets: recall, precision, F1, golden proximity, cost and latency."""
-    from rich.markup import escape
-
-    from kgr.evaluate.questions import load_question_sets
-    from kgr.evaluate.run import evaluate
-    from kgr.project import Project
-
     output = Output(quiet)
     overrides = parse_settings(settings)
-    sets = load_question_sets(questions, hops)
-    with Project.open(directory, overrides=overrides) as project:
-        result = evaluate(project, sets, runs, out_dir=out, limit=limit or None, seed=seed,
-                          console=None if (quiet or as_json) else output.out)
+    result = api.evaluate(directory, questions, runs, hops=hops, limit=limit, seed=seed, out=out,
+                          console=None if (quiet or as_json) else output.out, settings=overrides)
     for warning in result.warnings:
         output.info(f"[yellow]warning:[/yellow] {escape(warning)}")
     if as_json:
@@ -595,16 +536,11 @@ def perturb(
     as_json: bool = JsonOption,
 ) -> None:
     """Derive a damaged copy of a project (the CS-RAG robustness protocol)."""
-    from kgr.evaluate.questions import load_questions
-    from kgr.perturb import perturb_project
-    from kgr.project import Project
-
     output = Output(quiet)
     overrides = parse_settings(settings)
-    anchors = sorted({a for q in load_questions(questions) for a in q.anchors}) if questions else None
-    with Project.open(source, overrides=overrides) as project, output.progress() as bar:
-        report = perturb_project(project, target, mode=mode, ratio=ratio, scope=scope, seed=seed,
-                                 anchors=anchors, progress=bar, overrides=overrides)
+    with output.progress() as bar:
+        report = api.perturb(source, target, mode=mode, ratio=ratio, scope=scope, questions=questions, seed=seed,
+                             settings=overrides, progress=bar)
     if as_json:
         print_json(report.to_dict())
     else:
