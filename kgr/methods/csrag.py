@@ -37,7 +37,7 @@ from kgr.methods.csrag_plan import (
     plan_question,
     variable_type,
 )
-from kgr.methods.records import RetrievalRecord
+from kgr.methods.records import RetrievalRecord, empty_result_warning
 from kgr.ranking import top_k
 
 __all__ = [
@@ -521,7 +521,7 @@ class CSRAG:
                                 "evidence": round(evidence.get(p, 0.0), 4), "score": round(score, 4)}
                                for p, (dense, score) in passage_scores.items()],
         }
-        return RetrievalRecord(
+        record = RetrievalRecord(
             id=query.id,
             question=query.text,
             method=self.name,
@@ -546,6 +546,13 @@ class CSRAG:
             timings_ms=watch.steps,
             trace=trace,
         )
+        unresolved = [s for s in states if s.status != "resolved"]
+        if record.is_empty and unresolved and not record.unmatched_mentions:  # an unmatched mention says why itself
+            reasons = "; ".join(dict.fromkeys(s.reason for s in unresolved if s.reason))
+            recovery = "" if has_passages else ", and the graph has no passages to recover them from"
+            record.warnings.append(empty_result_warning(f"{len(unresolved)} of {len(states)} constraint(s) unresolved"
+                                                        + (f": {reasons}" if reasons else "") + recovery))
+        return record
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
                          anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]

@@ -48,6 +48,11 @@ class RetrievalRecord:
         return not self.paths and not self.passages
 
 
+def empty_result_warning(reason: str | None) -> str:
+    """The warning of a record with no path and no passage, with why when it is known."""
+    return f"{EMPTY_RESULT}: no path or passage matched the question" + (f" ({reason})" if reason else "")
+
+
 def same_question(stored: object, text: str) -> bool:
     """Tell whether a stored record's question text is this question's (whitespace differences aside)."""
     return isinstance(stored, str) and " ".join(stored.split()) == " ".join(text.split())

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.methods import METHODS
 from kgr.methods.base import Method, Query, RunContext
-from kgr.methods.records import EMPTY_RESULT, RetrievalRecord, same_question
+from kgr.methods.records import EMPTY_RESULT, RetrievalRecord, empty_result_warning, same_question
 
 _RECORDS_DDL = """
 CREATE TABLE IF NOT EXISTS records (
@@ -256,27 +256,17 @@ def retrieve_one(context: RunContext, method: Method, query: Query,
 def finish_record(record: RetrievalRecord, context: RunContext) -> RetrievalRecord:
     """Say so in a record that found nothing (no path, no passage): an empty result rests on what could not be
     matched, and a script reading records should not take it for an answerless question. Other records are kept
-    as they are, and so is an empty one whose method already said why."""
+    as they are, and so is an empty one whose method already said why (CS-RAG: its unresolved constraints)."""
     if not record.is_empty or any(w.startswith(EMPTY_RESULT) for w in record.warnings):
         return record
-    reason = empty_reason(record, has_passages=bool(context.store.passages))
-    record.warnings.append(f"{EMPTY_RESULT}: no path or passage matched the question" +
-                           (f" ({reason})" if reason else ""))
+    record.warnings.append(empty_result_warning(empty_reason(record)))
     return record
 
 
-def empty_reason(record: RetrievalRecord, has_passages: bool) -> str | None:
-    """Why a record is empty, when the record tells: unmatched mentions, no anchor, or (CS-RAG's trace) constraints
-    left unresolved with no passages to recover them from."""
+def empty_reason(record: RetrievalRecord) -> str | None:
+    """Why a record is empty, when the record tells: unmatched mentions or no anchor."""
     if record.unmatched_mentions:
         return "no entity matched " + ", ".join(repr(m) for m in record.unmatched_mentions)
-    constraints = record.trace.get("constraints") if isinstance(record.trace, dict) else None
-    unresolved = [c for c in constraints or () if isinstance(c, dict) and c.get("decision") != "resolved"]
-    if unresolved:
-        reasons = "; ".join(dict.fromkeys(str(c["reason"]) for c in unresolved if c.get("reason")))
-        recovery = "" if has_passages else ", and the graph has no passages to recover them from"
-        return (f"{len(unresolved)} of {len(constraints)} constraint(s) unresolved"
-                + (f": {reasons}" if reasons else "") + recovery)
     if not record.anchors and record.method in ANCHORED_METHODS:
         return "no anchor entity found for the question"
     return None
