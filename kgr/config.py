@@ -8,6 +8,7 @@ import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from kgr.errors import ExitStatus, UsageError
@@ -41,9 +42,16 @@ class ValueRange:
         return " and ".join(part for part in (low, f"<= {self.high:g}") if part)
 
 
-def ranged(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False) -> Any:
-    """A numeric setting's default and the range it must stay in (checked wherever config is loaded)."""
-    return field(default=default, metadata={"range": ValueRange(low, high, low_open)})
+# Field metadata of a setting a stored plan depends on: in a method's section (`dotrag`, `csrag`), a changed value
+# makes that method plan its questions again (`kgr.methods.runner.plan_key` reads `planning_settings`).
+PLAN: Mapping[str, Any] = MappingProxyType({"plan": True})
+
+
+def ranged(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False,
+           plan: bool = False) -> Any:
+    """A numeric setting's default and the range it must stay in (checked wherever config is loaded); `plan`: it
+    changes the plans of the method its section is named after (`planning_settings`)."""
+    return field(default=default, metadata={"range": ValueRange(low, high, low_open), **(PLAN if plan else {})})
 
 
 @dataclass
@@ -104,14 +112,15 @@ class AnchorConfig:
 
 @dataclass
 class DotragConfig:
-    seeds: int = ranged(40, 1)  # k: global semantic seed search
-    anchors: int = ranged(5, 1)  # ka: anchors when no seed is named in the question
-    previews: int = ranged(3, 0)  # kp: relationship previews per trajectory, shown to an LLM backbone (offline: unread)
-    trajectories_per_anchor: int = ranged(1, 1)  # k_pi
-    trajectories: int = ranged(3, 1)  # k_tau
+    seeds: int = ranged(40, 1, plan=True)  # k: global semantic seed search
+    anchors: int = ranged(5, 1, plan=True)  # ka: anchors when no seed is named in the question
+    # kp: relationship previews per trajectory, shown to an LLM backbone (offline: unread)
+    previews: int = ranged(3, 0, plan=True)
+    trajectories_per_anchor: int = ranged(1, 1, plan=True)  # k_pi
+    trajectories: int = ranged(3, 1, plan=True)  # k_tau
     # trajectories per anchor when the policy is unsure of its ranking; 0 = k_pi (paper). 8 over 5: dev suite mean
     # recall 0.843 -> 0.848 (dev-packages +0.06, metaqa-noschema-1hop +0.04), no set lower (docs/decisions.md)
-    hedge_trajectories: int = ranged(8, 0)
+    hedge_trajectories: int = ranged(8, 0, plan=True)
     search_top: int = ranged(40, 1)  # ks
     search_per_entity: bool = True  # ks per frontier entity: a hub's fan-out cannot crowd out others'; False = per hop
     # ks for the anchor's own relationships: those of one relation differ only by the far entity's name, which the
@@ -119,7 +128,7 @@ class DotragConfig:
     anchor_top: int = ranged(1000, 0)
     # in a question without brackets, a name found word for word also anchors when it is at least this specific to the
     # graph (GraphStore.specificity: 0.6 = in at most ~N^0.4 of its N texts); 0 = the seed search's names only
-    lexical_anchors: float = ranged(0.6, 0.0, 1.0)
+    lexical_anchors: float = ranged(0.6, 0.0, 1.0, plan=True)
     min_similarity: float = ranged(0.30, -1.0, 1.0)
     search_within: bool = True  # hop h extends toward the type's entities 1..h hops away; False = exactly h (paper)
     # also drop candidates this far below the hop's best similarity; 0 = off (paper)
@@ -128,9 +137,9 @@ class DotragConfig:
     label_margin: float = ranged(0.05, 0.0, 2.0)
     # share of the relation label in a relationship's similarity; 0 = text only (paper)
     label_weight: float = ranged(0.3, 0.0, 1.0)
-    max_hops: int = ranged(3, 1)  # H
-    use_overview: bool = True
-    use_previews: bool = True
+    max_hops: int = ranged(3, 1, plan=True)  # H
+    use_overview: bool = field(default=True, metadata=PLAN)
+    use_previews: bool = field(default=True, metadata=PLAN)
     constrained_search: bool = True
     # with several bracketed mentions, keep only the paths to entities reached from every mention ("a player who
     # plays at [Forward] from [Mexico]"); False = the union of every anchor's paths (paper)
@@ -185,8 +194,35 @@ class OfflineConfig:
 
 @dataclass
 class CsragConfig:
-    variants: int = ranged(3, 1)  # m relation variants per constraint
-    anchor_matches: int = ranged(3, 1)
+    variants: int = ranged(3, 1, plan=True)  # m relation variants per constraint
+    anchor_matches: int = ranged(3, 1, plan=True)
+    # The offline planner (kgr.methods.csrag_plan, whose docstring states its rules):
+    # at most this many hops (constraints) from each anchor mention
+    max_hops: int = ranged(3, 1, plan=True)
+    # hop h >= 2 is planned only while its best label scores within hop_margin / (h - 1) of hop 1's: a further relation
+    # that matches the question about as well as the first, with a tighter tolerance the longer the chain
+    hop_margin: float = ranged(0.30, 0.0, 2.0, plan=True)
+    # ... and at least this cosine to what the earlier hops left of the question; also how alike a label a question
+    # word must be to count as the one word a hop explains ("husband" for spouse)
+    hop_floor: float = ranged(0.20, -1.0, 1.0, plan=True)
+    # a hop is planned from the graph's whole label vocabulary when a label there matches the question this much better
+    # than every label around the frontier (the graph may have lost the edge asked about); its variants are then only
+    # the labels within this of the best (near-synonyms: other relations would bind whatever the anchor has)
+    global_margin: float = ranged(0.15, 0.0, 2.0, plan=True)
+    # a question word this close to a label (cosine) names it as if it were the label's own word ("husband": spouse)
+    synonym_similarity: float = ranged(0.8, -1.0, 1.0, plan=True)
+    # a label follows another when at least this many of the other's edges lead on along it ...
+    follow_min_edges: int = ranged(2, 0, plan=True)
+    # ... and at least this share of them: one stray edge (a place with a spouse) is noise, not a way the graph goes on
+    follow_min_share: float = ranged(0.01, 0.0, 1.0, plan=True)
+    # a question naming no entity is anchored on the entity whose name words it covers best: at least this share of
+    # them (and two words when the name has several)
+    min_coverage: float = ranged(0.5, 0.0, 1.0, plan=True)
+    # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded with this hop's text: speed
+    # only, but a text packed with others gets a vector its lone one differs from within rounding, so a plan may too
+    likely_labels: int = ranged(2, 0, plan=True)
+    # relation labels (the most frequent first) an LLM backbone's planning prompt lists
+    prompt_relations: int = ranged(60, 1, plan=True)
     align_top: int = ranged(20, 1)  # R
     # candidates whose relation is less like every variant than this are not in the pool
     min_align: float = ranged(0.5, -1.0, 1.0)
@@ -216,6 +252,11 @@ class CsragConfig:
     # ... recovered for an unresolved constraint: 0.3 (the value before the walk) costs MuSiQue 8 points, 0 costs 2Wiki
     # answers 1 point (0.890 -> 0.880); 0.15 keeps 2Wiki's answers
     recovered_evidence: float = ranged(0.15, 0.0)
+    # power iterations of the passage walk (walk_evidence; DotRAG's passages too): at damping 0.8 the remainder is
+    # 0.8^30 ~ 0.1 %
+    walk_iterations: int = ranged(30, 1)
+    # passages with less than this share of the top passage's walk mass get no walk evidence
+    walk_floor: float = ranged(1e-4, 0.0, 1.0)
     bind_from_passages: bool = True  # entities named in a candidate-less constraint's passages bind its variable
     # ... if they have an edge matching a later constraint on it this well (cosine)
     bind_fit: float = ranged(0.9, -1.0, 1.0)
@@ -245,9 +286,11 @@ class Config:
     types: TypesConfig = field(default_factory=TypesConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
-    anchors: AnchorConfig = field(default_factory=AnchorConfig)
+    # whole sections a method's plans depend on (`planning_sections`): which mentions match (anchors.min_similarity);
+    # DotRAG's offline policy ranks trajectories (or is the fallback)
+    anchors: AnchorConfig = field(default_factory=AnchorConfig, metadata={"plan": ("dotrag",)})
     dotrag: DotragConfig = field(default_factory=DotragConfig)
-    offline: OfflineConfig = field(default_factory=OfflineConfig)
+    offline: OfflineConfig = field(default_factory=OfflineConfig, metadata={"plan": ("dotrag",)})
     csrag: CsragConfig = field(default_factory=CsragConfig)
     baselines: BaselineConfig = field(default_factory=BaselineConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -258,6 +301,25 @@ class Config:
     def section(self, name: str) -> dict[str, Any]:
         """One section as a plain dict (used to fingerprint what a stage depends on)."""
         return asdict(getattr(self, name))
+
+
+def planning_settings() -> dict[str, tuple[str, ...]]:
+    """The settings a method's stored plans depend on, by method: the fields marked `PLAN` in its section."""
+    found = {}
+    for section in fields(Config):
+        names = tuple(spec.name for spec in fields(section.default_factory) if spec.metadata.get("plan"))
+        if names:
+            found[section.name] = names
+    return found
+
+
+def planning_sections() -> dict[str, tuple[str, ...]]:
+    """The whole sections a method's stored plans depend on, by method (each section's `plan` metadata names them)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for section in fields(Config):
+        for method in section.metadata.get("plan", ()):
+            found[method] = (*found.get(method, ()), section.name)
+    return found
 
 
 class ConfigError(UsageError, ValueError):

@@ -106,6 +106,39 @@ def test_every_numeric_setting_has_a_range_that_holds_its_default():
                 assert spec.default in valid, f"{section.name}.{spec.name}: default outside {valid.describe()}"
 
 
+# The CS-RAG planner's and passage walk's tunables, once module constants of kgr.methods.csrag_plan, at the values
+# those constants had (records stay identical).
+CSRAG_TUNABLES = {"max_hops": 3, "hop_margin": 0.30, "hop_floor": 0.20, "global_margin": 0.15,
+                  "synonym_similarity": 0.8, "follow_min_edges": 2, "follow_min_share": 0.01, "min_coverage": 0.5,
+                  "likely_labels": 2, "prompt_relations": 60, "walk_iterations": 30, "walk_floor": 1e-4}
+
+
+def test_csrag_tunables_are_settings_with_their_former_values(tmp_path):
+    config = load_config(tmp_path, environ={})
+    assert {name: getattr(config.csrag, name) for name in CSRAG_TUNABLES} == CSRAG_TUNABLES
+    for name, value in CSRAG_TUNABLES.items():
+        assert type(getattr(config.csrag, name)) is type(value), name
+    environ = {"KGR_CSRAG__HOP_MARGIN": "0.4", "KGR_CSRAG__MAX_HOPS": "2"}
+    config = load_config(tmp_path, {"csrag.walk_floor": "0.01"}, environ=environ)
+    assert (config.csrag.hop_margin, config.csrag.max_hops, config.csrag.walk_floor) == (0.4, 2, 0.01)
+    with pytest.raises(ConfigError, match=re.escape("option csrag.follow_min_share: 2.0 is out of range")):
+        load_config(tmp_path, {"csrag.follow_min_share": "2"}, environ={})
+
+
+def test_a_kgr_toml_written_before_a_setting_existed_loads_with_its_default(tmp_path):
+    # Existing projects' kgr.toml files list every setting of their day: the ones added since take their defaults.
+    table = Config().to_dict()
+    for name in CSRAG_TUNABLES:
+        del table["csrag"][name]
+    table["csrag"]["variants"] = 4
+    (tmp_path / CONFIG_FILE).write_text(tomli_w.dumps(table), encoding="utf-8")
+    config = load_config(tmp_path, environ={})
+    assert config.csrag.variants == 4
+    assert {name: getattr(config.csrag, name) for name in CSRAG_TUNABLES} == CSRAG_TUNABLES
+    with Project.open(tmp_path) as project:  # and the project opens
+        assert project.config.csrag.hop_margin == 0.30
+
+
 def test_a_bad_kgr_toml_value_is_bad_input_naming_file_and_line(tmp_path):
     (tmp_path / CONFIG_FILE).write_text('[reach]\nmax_hops = 3\n\n[dotrag]\nsearch_top = -5\n', encoding="utf-8")
     with pytest.raises(ConfigFileError) as refused:
@@ -151,6 +184,7 @@ def test_init_writes_every_setting_and_keeps_an_existing_file(tmp_path, run_kgr)
     assert written["dotrag"]["search_top"] == 20  # the flag is written
     assert written["dotrag"]["seeds"] == 40  # the environment is not: it stays a per-shell setting
     assert written["reach"]["max_hops"] == 3
+    assert {name: written["csrag"][name] for name in CSRAG_TUNABLES} == CSRAG_TUNABLES  # pinned at creation
     before = (root / CONFIG_FILE).read_text(encoding="utf-8")
     assert run_kgr("init", root).exit_code == 0
     assert (root / CONFIG_FILE).read_text(encoding="utf-8") == before

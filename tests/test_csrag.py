@@ -402,6 +402,19 @@ def test_relations_missing_around_the_anchor_are_planned_in_the_order_the_graph_
     assert plan.reason.count("from the vocabulary") == 2
 
 
+def test_the_planner_reads_its_tunables_from_the_config(family):
+    # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
+    import copy
+    import dataclasses
+
+    config = copy.deepcopy(family.config)
+    config.csrag.max_hops = 1
+    question = query("When was Anna Berg's mother born?")
+    assert [k.relation for k in plan_question(family, question).constraints] == ["mother", "date of birth"]
+    assert [k.relation for k in plan_question(dataclasses.replace(family, config=config), question).constraints] == [
+        "mother"]
+
+
 def test_an_entity_without_edges_is_not_taken_for_a_leaf(family):
     # Gerda Gren has no edges after the mother hop; mothers elsewhere have dates of birth, so the chain goes on
     # from the vocabulary; from a date, where nothing ever goes on, it ends.
@@ -453,8 +466,8 @@ def test_a_word_explained_by_a_hop_does_not_ask_for_another(household, question)
 
     plan = plan_question(household, query(question))
     assert [k.relation for k in plan.constraints] == ["spouse", "place of death"]
-    assert anchor_mentions(plan_index(household.store), query(question)) == (["Hanna Iske"],
-                                                                             "Where did 's husband die?", [])
+    assert anchor_mentions(plan_index(household.store), query(question), household.config.csrag) == (
+        ["Hanna Iske"], "Where did 's husband die?", [])
 
 
 def test_passage_bindings_keep_the_entities_the_plan_can_use(household):
@@ -505,7 +518,8 @@ def test_a_label_follows_another_along_more_than_one_stray_edge(household):
     from kgr.methods.csrag_plan import plan_index
 
     labels = household.store.relation_labels
-    tails, _ = plan_index(household.store).follows
+    settings = household.config.csrag
+    tails, _ = plan_index(household.store).follows(settings.follow_min_edges, settings.follow_min_share)
 
     def follows(first: str, then: str) -> bool:
         return bool(tails[labels.index(first), labels.index(then)])
@@ -573,10 +587,11 @@ def test_the_passage_walk_reaches_the_bridge_passage_and_nothing_unconnected(sou
     index = plan_index(sourced.store)
     titles = [t for t, _ in sourced.store.passages]
     start = sourced.store.find("Quiet Harbour")[0]
-    mass = index.passage_walk({start: 1.0}, 0.8)
+    iterations = sourced.config.csrag.walk_iterations
+    mass = index.passage_walk({start: 1.0}, 0.8, iterations)
     assert mass[titles.index("Quiet Harbour")] > mass[titles.index("Lena Voss")] > 0  # one hop further
     assert mass[titles.index("Marek Dal")] == 0 and mass[titles.index("Song performers")] == 0
-    assert not index.passage_walk({}, 0.8).any()
+    assert not index.passage_walk({}, 0.8, iterations).any()
 
 
 def test_a_variable_weighs_what_the_mention_its_binding_came_from_weighs(sourced):

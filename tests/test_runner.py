@@ -186,3 +186,41 @@ def test_a_questions_record_is_the_same_alone_in_a_batch_in_threads_and_after_a_
             assert records(run) == batch, run
         provenance = ("usage", "source", "plan_source")  # a plan read back says so
         assert records("planned", provenance) == records("batch", provenance)
+
+
+# -- which settings a stored plan depends on ------------------------------------------------------------------------
+def test_the_planning_settings_are_derived_from_the_config_field_metadata():
+    from kgr.methods.runner import PLANNING_SECTIONS, PLANNING_SETTINGS
+
+    # the list kept by hand before it was derived, plus the CS-RAG planner's former module constants
+    kept_by_hand = {
+        "dotrag": {"seeds", "anchors", "lexical_anchors", "previews", "trajectories_per_anchor", "trajectories",
+                   "use_overview", "use_previews", "max_hops", "hedge_trajectories"},
+        "csrag": {"variants", "anchor_matches"},
+    }
+    moved = {"max_hops", "hop_margin", "hop_floor", "global_margin", "synonym_similarity", "follow_min_edges",
+             "follow_min_share", "min_coverage", "likely_labels", "prompt_relations"}
+    assert {method: set(names) for method, names in PLANNING_SETTINGS.items()} == {
+        "dotrag": kept_by_hand["dotrag"], "csrag": kept_by_hand["csrag"] | moved}
+    assert {method: set(sections) for method, sections in PLANNING_SECTIONS.items()} == {"dotrag": {"offline", "anchors"}}
+    # the passage walk runs at retrieval, after the plan: its settings do not replan
+    assert not {"walk_iterations", "walk_floor", "walk_damping", "gamma"} & set(PLANNING_SETTINGS["csrag"])
+
+
+def test_a_changed_planning_setting_plans_again_and_another_does_not(context):
+    import copy
+    import dataclasses
+
+    def changed(**settings) -> RunContext:
+        config = copy.deepcopy(context.config)
+        for name, value in settings.items():
+            setattr(config.csrag, name, value)
+        return dataclasses.replace(context, config=config)
+
+    queries = QUERIES[:2]
+    assert run_plans(context, "csrag", queries) == (2, 0)
+    assert run_plans(changed(gamma=3.0, walk_floor=0.01), "csrag", queries) == (0, 2)  # retrieval settings
+    assert run_plans(changed(hop_margin=0.25), "csrag", queries) == (2, 0)  # a moved planner tunable
+    assert run_plans(changed(max_hops=1), "csrag", queries) == (2, 0)
+    assert stored_plans(changed(max_hops=1), "csrag", queries).keys() == {"q1", "q2"}
+    assert run_plans(context, "csrag", queries) == (0, 2)  # the plans of the first key are still there

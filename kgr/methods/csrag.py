@@ -257,7 +257,7 @@ class CSRAG:
         self.settings = context.config.csrag
         self.index: PlanIndex = plan_index(self.store)
         if context.stage in TIMED_STAGES:
-            self.index.warm(walk=bool(self.store.passages))
+            self.index.warm(self.settings, walk=bool(self.store.passages))
         self.plans = dict(plans or {})
         self._cross_encoder = None
         self._role_types: dict[tuple[bytes, bool], int | None] = {}
@@ -594,7 +594,7 @@ class CSRAG:
         for mention, eids in anchors.items():
             for e in eids:
                 seeds[e] = max(seeds.get(e, 0.0), weights[mention] / len(eids))
-        for p, value in self.index.walk_evidence(seeds, settings.walk_damping, settings.walk_evidence).items():
+        for p, value in self.index.walk_evidence(seeds, settings).items():
             evidence[p] = evidence.get(p, 0.0) + value
         return {p: bounded_evidence(value) for p, value in evidence.items()}
 

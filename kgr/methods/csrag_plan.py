@@ -6,9 +6,10 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
 
 1. Anchor mentions: the bracketed mentions of the question; else entity names occurring in it (longest
    non-overlapping matches, whole words, casefolded); else the entity whose name tokens the question covers best
-   (at least half of them); else the entity whose embedding is closest to the question (these two are guesses, and
-   the plan's warnings say so when the words are less alike the entity than `anchors.min_similarity`). A mention
-   names the entities spelled like it, else those at least `anchors.min_similarity` alike it (cosine), else none.
+   (at least `csrag.min_coverage` of them); else the entity whose embedding is closest to the question (these two
+   are guesses, and the plan's warnings say so when the words are less alike the entity than
+   `anchors.min_similarity`). A mention names the entities spelled like it, else those at least
+   `anchors.min_similarity` alike it (cosine), else none.
 2. The question's residual (the text without its mentions) is embedded once, and so is every relation label of the
    graph in plain words (`kgr.graph.relation_words`, once per store).
 3. Hop by hop from each anchor: the labels of the relationships around the current frontier (both directions, not
@@ -16,11 +17,11 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    the top m its variants; the frontier moves to that relation's far endpoints, named by a variable typed after
    their most common entity type.
    When the frontier has no unwalked edges, when a previous hop was planned from the vocabulary (its targets are
-   unknown), or when some label elsewhere in the graph matches the residual GLOBAL_MARGIN better than every label
-   around the frontier, the hop is planned from the graph's label vocabulary instead (variants: only labels
-   within GLOBAL_MARGIN of the best). After a first hop, that vocabulary holds only the labels that follow the
+   unknown), or when some label elsewhere in the graph matches the residual `csrag.global_margin` better than every
+   label around the frontier, the hop is planned from the graph's label vocabulary instead (variants: only labels
+   within `global_margin` of the best). After a first hop, that vocabulary holds only the labels that follow the
    previous one in the graph (`PlanIndex.follows`: a date of birth follows a mother, nothing follows a date; at
-   least FOLLOW_MIN_EDGES edges and FOLLOW_MIN_SHARE of the previous label's, so stray edges do not count), minus
+   least `follow_min_edges` edges and `follow_min_share` of the previous label's, so stray edges do not count), minus
    those already walked; so a frontier of true leaves ends the chain while an entity that merely lost
    its edges does not. Vocabulary labels are ranked with their best continuation (`_with_continuation`), which
    puts "mother" before "date of birth" in "X's mother's birthday" though "birthday" matches better (two labels
@@ -28,11 +29,12 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    A damaged graph may have lost the asked edge; such a constraint then finds no (or unaligned) candidates and is
    recovered from passages rather than replaced by whatever relation is left.
 4. Hop rule: hop 1 is always planned; hop h >= 2 is added only while its best adjacent label scores at least
-   HOP_FLOOR and no less than hop 1's score minus HOP_MARGIN / (h - 1) (a further relation that matches the question
-   about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the words of the
-   labels already used are removed from the residual, or, when the question does not use a label's words, the one
-   word closest to it ("husband" for spouse, "paternal" for father), so a further hop must match a part of the
-   question the earlier ones did not explain; once no content word is left, the chain ends. At most MAX_HOPS hops.
+   `csrag.hop_floor` and no less than hop 1's score minus `hop_margin` / (h - 1) (a further relation that matches the
+   question about as well as the first, with a tighter tolerance the longer the chain). Before scoring a hop, the
+   words of the labels already used are removed from the residual, or, when the question does not use a label's
+   words, the one word closest to it ("husband" for spouse, "paternal" for father), so a further hop must match a
+   part of the question the earlier ones did not explain; once no content word is left, the chain ends. At most
+   `csrag.max_hops` hops.
    A mention's span includes a parenthesis right after it ("Sigrid of Sweden (1566-1633)"): it names the anchor,
    it does not ask for a date.
 """
@@ -56,22 +58,12 @@ from kgr.reach import csr_entries
 from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
+    from kgr.config import CsragConfig
     from kgr.methods.base import Query, RunContext
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched
 PLAN_VERSION = 5
-MAX_HOPS = 3
-HOP_MARGIN = 0.30  # hop h >= 2 must score within HOP_MARGIN / (h - 1) of hop 1's best label
-HOP_FLOOR = 0.20  # ... and at least this cosine to the question residual
-GLOBAL_MARGIN = 0.15  # a label elsewhere in the graph this much closer to the question than any around the frontier
-SYNONYM = 0.8  # a question word this close to a label names it as if it were the label's own word
-FOLLOW_MIN_EDGES = 2  # a label follows another when at least this many of the other's edges lead on along it
-FOLLOW_MIN_SHARE = 0.01  # ... and at least this share of them
-MIN_COVERAGE = 0.5  # token coverage the anchor of a question naming no entity needs
-WALK_FLOOR = 1e-4  # passages with less than this share of the top passage's walk mass get no walk evidence
-LIKELY_LABELS = 2  # labels around the frontier, and of the vocabulary, whose next-hop texts are encoded ahead
-WALK_ITERATIONS = 30  # power iterations of the passage walk: at damping 0.8 the remainder is 0.8^30 ~ 0.1 %
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 _WORD = re.compile(r"\w+")
 _CHUNK = re.compile(r"\S+")
@@ -239,8 +231,8 @@ class PlanIndex:
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
         self._token_index: dict[str, list[int]] | None = None
-        self._follows: tuple[np.ndarray, np.ndarray] | None = None
-        self._follows_rows = None
+        self._follows: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}  # by (min edges, min share)
+        self._follows_rows: dict[tuple[int, float], Any] = {}
         self._titles: dict[str, list[int]] | None = None
         self._name_prefixes: frozenset[str] | None = None
         self._walk = None
@@ -260,10 +252,11 @@ class PlanIndex:
                 hits[rows] += 1
         return (hits == self._label_token_counts) & (self._label_token_counts > 0)
 
-    def warm(self, walk: bool) -> None:
+    def warm(self, settings: "CsragConfig", walk: bool) -> None:
         """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
         question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
-        _ = self.label_vectors, self.follows, self.follows_rows, self.token_index, self.titles, self.name_prefixes
+        self.follows_rows(settings.follow_min_edges, settings.follow_min_share)
+        _ = self.label_vectors, self.token_index, self.titles, self.name_prefixes
         if walk:
             self.warm_passage_ranking()
 
@@ -282,26 +275,27 @@ class PlanIndex:
                 self._label_vectors = self.store.phrases.vectors(self.label_words, "list", self.store.encoder.encode)
         return self._label_vectors
 
-    @property
-    def follows(self) -> tuple[np.ndarray, np.ndarray]:
-        """labels x labels, once per store: whether a walk that reached the tails (first matrix) or the heads
-        (second) of one label's edges can go on in the same direction along another somewhere in the graph
-        (a father's father, a film's director's birthplace; not from a date to whoever else was born on it)."""
+    def follows(self, min_edges: int, min_share: float) -> tuple[np.ndarray, np.ndarray]:
+        """labels x labels, once per store and rule: whether a walk that reached the tails (first matrix) or the
+        heads (second) of one label's edges can go on in the same direction along another somewhere in the graph
+        (a father's father, a film's director's birthplace; not from a date to whoever else was born on it): along
+        at least `min_edges` of its edges and `min_share` of them (`csrag.follow_min_edges`, `follow_min_share`)."""
+        rule = (min_edges, min_share)
         with self._lock:
-            if self._follows is None:
-                self._follows = _label_follows(self.store)
-        return self._follows
+            if rule not in self._follows:
+                self._follows[rule] = _label_follows(self.store, min_edges, min_share)
+            return self._follows[rule]
 
-    @property
-    def follows_rows(self):
-        """`follows[0]` as a CSR matrix (its rows are short: few labels follow any one)."""
-        follows = self.follows[0]  # outside the lock: `follows` takes it
+    def follows_rows(self, min_edges: int, min_share: float):
+        """`follows(...)[0]` as a CSR matrix (its rows are short: few labels follow any one)."""
+        follows = self.follows(min_edges, min_share)[0]  # outside the lock: `follows` takes it
+        rule = (min_edges, min_share)
         with self._lock:
-            if self._follows_rows is None:
+            if rule not in self._follows_rows:
                 from scipy.sparse import csr_matrix
 
-                self._follows_rows = csr_matrix(follows)
-        return self._follows_rows
+                self._follows_rows[rule] = csr_matrix(follows)
+            return self._follows_rows[rule]
 
     @property
     def token_index(self) -> dict[str, list[int]]:
@@ -350,9 +344,10 @@ class PlanIndex:
                 self._walk = (adjacency @ diags(1.0 / np.maximum(degree, 1.0))).tocsr()
         return self._walk
 
-    def passage_walk(self, seeds: dict[int, float], damping: float, iterations: int = WALK_ITERATIONS) -> np.ndarray:
+    def passage_walk(self, seeds: dict[int, float], damping: float, iterations: int) -> np.ndarray:
         """Each passage's personalized PageRank mass for a walk that goes on with probability `damping` and else
-        restarts at `seeds` (entity -> weight), as HippoRAG ranks passages; zeros when no seed has weight."""
+        restarts at `seeds` (entity -> weight), as HippoRAG ranks passages, after `iterations` power iterations;
+        zeros when no seed has weight."""
         walk = self.walk_matrix
         restart = np.zeros(walk.shape[0])
         for e, weight in seeds.items():
@@ -365,13 +360,15 @@ class PlanIndex:
             mass = (1 - damping) * restart + damping * (walk @ mass)
         return mass[self.store.num_entities:]
 
-    def walk_evidence(self, seeds: dict[int, float], damping: float, weight: float) -> dict[int, float]:
-        """`weight` x each passage's share of the walk from `seeds` (its mass / the top passage's); {} at weight 0."""
-        mass = self.passage_walk(seeds, damping) if weight > 0 else np.zeros(0)
+    def walk_evidence(self, seeds: dict[int, float], settings: "CsragConfig") -> dict[int, float]:
+        """`csrag.walk_evidence` x each passage's share of the walk from `seeds` (its mass / the top passage's), for
+        the passages whose share exceeds `walk_floor`; {} at weight 0."""
+        weight = settings.walk_evidence
+        mass = self.passage_walk(seeds, settings.walk_damping, settings.walk_iterations) if weight > 0 else np.zeros(0)
         if not mass.size or mass.max() <= 0:
             return {}
         mass /= mass.max()
-        return {p: weight * float(mass[p]) for p in np.flatnonzero(mass > WALK_FLOOR).tolist()}
+        return {p: weight * float(mass[p]) for p in np.flatnonzero(mass > settings.walk_floor).tolist()}
 
     def passages_about(self, eids) -> list[int]:
         """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""
@@ -427,8 +424,8 @@ class PlanIndex:
         alike it (cosine), else none (see GraphStore.match_mention)."""
         return self.store.match_mention(mention, floor, k)
 
-    def best_covered(self, text: str) -> int | None:
-        """The entity whose name tokens `text` covers best (at least MIN_COVERAGE of them, two tokens shared when
+    def best_covered(self, text: str, min_coverage: float) -> int | None:
+        """The entity whose name tokens `text` covers best (at least `min_coverage` of them, two tokens shared when
         the name has several), for questions naming no entity exactly."""
         words = content_tokens(text)
         counts: Counter[int] = Counter()
@@ -439,12 +436,12 @@ class PlanIndex:
         for eid, shared in counts.items():
             size = len(content_tokens(self.store.names[eid])) or 1
             key = (shared / size, shared, -eid)
-            if shared / size >= MIN_COVERAGE and (size == 1 or shared >= 2) and (best_key is None or key > best_key):
+            if shared / size >= min_coverage and (size == 1 or shared >= 2) and (best_key is None or key > best_key):
                 best, best_key = eid, key
         return best
 
 
-def _label_follows(store: GraphStore) -> tuple[np.ndarray, np.ndarray]:
+def _label_follows(store: GraphStore, min_edges: int, min_share: float) -> tuple[np.ndarray, np.ndarray]:
     from scipy.sparse import csr_matrix
 
     labels, n = len(store.relation_labels), store.num_entities
@@ -457,7 +454,7 @@ def _label_follows(store: GraphStore) -> tuple[np.ndarray, np.ndarray]:
         # edges of a label whose far end has an edge of the other label: one stray edge (a place with a spouse)
         # is noise, not a way the graph goes on
         count = (arrived.T @ (leaving > 0).astype(np.int64)).toarray()
-        return (count >= FOLLOW_MIN_EDGES) & (count >= FOLLOW_MIN_SHARE * edges)
+        return (count >= min_edges) & (count >= min_share * edges)
 
     return often(tails, heads), often(heads, tails)
 
@@ -483,9 +480,11 @@ def plan_index(store: GraphStore) -> PlanIndex:
 
 
 # -- the offline planner ---------------------------------------------------------------------------------------
-def anchor_mentions(index: PlanIndex, query: "Query", floor: float = 1.0) -> tuple[list[str], str, list[str]]:
+def anchor_mentions(index: PlanIndex, query: "Query", settings: "CsragConfig",
+                    floor: float = 1.0) -> tuple[list[str], str, list[str]]:
     """The question's anchor mentions, its residual text (the question without them) and warnings: a question
-    naming no entity is anchored on a guess, said aloud when its words are less alike the entity than `floor`."""
+    naming no entity is anchored on a guess (`csrag.min_coverage`), said aloud when its words are less alike the
+    entity than `floor`."""
     plain = query.plain
     if query.mentions:
         residual = re.sub(r"\[[^\[\]]+\]", " ", query.text)
@@ -495,7 +494,7 @@ def anchor_mentions(index: PlanIndex, query: "Query", floor: float = 1.0) -> tup
         return [plain[s:e] for s, e, _ in found], _without_spans(plain, [(s, e) for s, e, _ in found]), []
     store = index.store
     how: str | None = None
-    eid = index.best_covered(plain)
+    eid = index.best_covered(plain, settings.min_coverage)
     if eid is None and not store.num_entities:
         return [], plain, []
     if eid is None:
@@ -528,18 +527,19 @@ def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return " ".join(" ".join(parts).split())
 
 
-def _hop_floor(hop: int, first_score: float | np.ndarray) -> float | np.ndarray:
+def _hop_floor(hop: int, first_score: float | np.ndarray, settings: "CsragConfig") -> float | np.ndarray:
     """The hop rule: the least score hop `hop` >= 2 may have, given hop 1's score (scalar or array)."""
-    return np.maximum(HOP_FLOOR, first_score - HOP_MARGIN / (hop - 1))
+    return np.maximum(settings.hop_floor, first_score - settings.hop_margin / (hop - 1))
 
 
 def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndarray, follows: np.ndarray,
-                       hop: int, first_score: float | None, named: np.ndarray, word_of: np.ndarray) -> np.ndarray:
+                       hop: int, first_score: float | None, named: np.ndarray, word_of: np.ndarray,
+                       settings: "CsragConfig") -> np.ndarray:
     """Vocabulary labels ranked by their own score plus that of the best other label that can follow them.
 
     With no frontier to say which asked relation comes first ("X's mother's birthday" asks for both), the graph
     does: nothing follows a birthday, a birthday often follows a mother. A label the hop rule would refuse ranks
-    last (at hop 1: one not within HOP_MARGIN of the best); a continuation counts only where the hop rule would
+    last (at hop 1: one not within `csrag.hop_margin` of the best); a continuation counts only where the hop rule would
     take it as the next hop, and only when the two labels are closest to different words of the question
     (`word_of`: each label's closest word, -1 for none): "husband" evokes both a father and a spouse, which makes
     no father-then-spouse chain.
@@ -547,9 +547,10 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
     # a first hop must be asked about nearly as much as the best label (as a second hop must be to follow it),
     # or be named in the question word for word
     first = sims if first_score is None else np.full(sims.shape, first_score)
-    passes = named | (sims >= _hop_floor(max(hop, 2), float(sims.max()) if first_score is None else first_score))
+    passes = named | (sims >= _hop_floor(max(hop, 2), float(sims.max()) if first_score is None else first_score,
+                                         settings))
     going = np.zeros(sims.shape)
-    if hop < MAX_HOPS and labels.size:
+    if hop < settings.max_hops and labels.size:
         # over the (label, follower) pairs only: a dense labels x labels pass costs ~0.2 s on open vocabularies
         if hasattr(follows, "indptr"):  # CSR: (row in `labels`, follower label) of each nonzero of those rows
             entries, counts = csr_entries(follows.indptr, labels)
@@ -559,20 +560,22 @@ def _with_continuation(sims: np.ndarray, labels: np.ndarray, everywhere: np.ndar
         onward = (cols != labels[rows]) & ((word_of[labels][rows] != word_of[cols]) | (word_of[cols] < 0))
         best = np.full(labels.size, -np.inf)
         np.maximum.at(best, rows[onward], everywhere[cols[onward]])
-        going = np.where(best >= _hop_floor(hop + 1, first), best, 0.0)
+        going = np.where(best >= _hop_floor(hop + 1, first, settings), best, 0.0)
     return np.where(passes, sims + going, sims - 2.0)  # cosines are at most 1: refused labels rank after the rest
 
 
-def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
+def _explained_words(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray,
+                     floor: float) -> str:
     """The words of `text` a hop along `label` explains: the label's own words where the text has them, else the
-    one word closest to the label ("husband" for spouse), so a further hop must match something else."""
+    one word closest to the label ("husband" for spouse) if at least `floor` alike it (`csrag.hop_floor`), so a
+    further hop must match something else."""
     if content_tokens(label) & content_tokens(text):
         return label
     words, cosines = _word_label_cosines(text, word_vectors, label_vector[None, :])
     if not words:
         return label
     best = int(np.argmax(cosines[:, 0]))
-    return f"{label} {words[best]}" if cosines[best, 0] >= HOP_FLOOR else label
+    return f"{label} {words[best]}" if cosines[best, 0] >= floor else label
 
 
 def _word_label_cosines(text: str, word_vectors: dict[str, np.ndarray],
@@ -589,9 +592,10 @@ def _embedded_words(text: str, word_vectors: dict[str, np.ndarray]) -> list[str]
     return sorted(w for w in content_tokens(text) if w in word_vectors)
 
 
-def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray) -> str:
+def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label_vector: np.ndarray,
+               floor: float) -> str:
     """What of `text` is left for the next hop once a hop along `label` explained its words."""
-    return _drop_words(text, _explained_words(text, label, word_vectors, label_vector)) or text
+    return _drop_words(text, _explained_words(text, label, word_vectors, label_vector, floor)) or text
 
 
 def _drop_words(text: str, words: str) -> str:
@@ -616,12 +620,15 @@ def _slug(text: str) -> str:
     return word if word and word[0].isalpha() else "x"
 
 
-def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches: int = 3,
-                 floor: float = 1.0, vectors: TextVectors | None = None) -> Plan:
-    """Plan from the graph alone (see the module docstring); `floor` is anchors.min_similarity."""
+def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floor: float = 1.0,
+                 vectors: TextVectors | None = None) -> Plan:
+    """Plan from the graph alone (see the module docstring) by the `csrag` settings; `floor` is
+    anchors.min_similarity."""
     store = index.store
     vectors = TextVectors(store.encoder) if vectors is None else vectors
-    mentions, residual, warnings = anchor_mentions(index, query, floor)
+    variants, max_hops, margin = settings.variants, settings.max_hops, settings.global_margin
+    follow_rule = (settings.follow_min_edges, settings.follow_min_share)
+    mentions, residual, warnings = anchor_mentions(index, query, settings, floor)
     constraints: list[Constraint] = []
     used_names: Counter[str] = Counter()
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
@@ -640,13 +647,13 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
         return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
-        anchors = list(index.match_anchors(mention, anchor_matches, floor).eids)
+        anchors = list(index.match_anchors(mention, settings.anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
         first_score = None
         walked_labels: list[int] = []
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
-        for hop in range(1, MAX_HOPS + 1):
+        for hop in range(1, max_hops + 1):
             if hop > 1 and question_words and not content_tokens(remaining):
                 break  # the hops so far explain every word the question has
             rids, _, far = index.incident(frontier)
@@ -657,17 +664,19 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             if not walked_labels:
                 vocabulary = np.arange(len(label_vectors))
             else:
-                follows = np.any([m[walked_labels[-1]] for m, on in zip(index.follows, arrived) if on], axis=0)
+                follows = np.any([m[walked_labels[-1]] for m, on in zip(index.follows(*follow_rule), arrived) if on],
+                                 axis=0)
                 # a label already walked explains nothing new: from the vocabulary it would only repeat itself
                 follows[walked_labels] = False
                 vocabulary = np.flatnonzero(follows)
-            if 1 < hop < MAX_HOPS and word_vectors:
+            if 1 < hop < max_hops and word_vectors:
                 # The next hop's text depends on the label this one picks, known only once this text is encoded:
                 # the texts the likeliest labels (by the previous hop's cosines) would leave ride along with it.
                 likely = [int(pool[i]) for pool in (labels, vocabulary)
-                          for i in np.argsort(-everywhere[pool], kind="stable")[:LIKELY_LABELS]]
+                          for i in np.argsort(-everywhere[pool], kind="stable")[:settings.likely_labels]]
                 vectors.expect(text for text in (_after_hop(remaining, index.label_words[label], word_vectors,
-                                                            label_vectors[label]) for label in likely)
+                                                            label_vectors[label], settings.hop_floor)
+                                                 for label in likely)
                                if content_tokens(text))
             vector = vectors([remaining or query.plain])[0]
             everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
@@ -675,7 +684,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
             source = "graph"
             if vocabulary.size and (labels.size == 0
-                                    or everywhere[vocabulary].max() >= everywhere[labels].max() + GLOBAL_MARGIN):
+                                    or everywhere[vocabulary].max() >= everywhere[labels].max() + margin):
                 # The question asks for a relation the frontier does not have (the graph may have lost the edge):
                 # plan it from the whole vocabulary, so retrieval finds it unresolved and recovers it from text.
                 labels, source = vocabulary, "vocabulary"
@@ -687,15 +696,15 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
                 cosines = word_cosines(remaining)
                 # named word for word, or by a synonym ("husband" names the spouse relation)
                 named = index.labels_named_by(content_tokens(remaining))[labels]
-                named |= cosines[:, labels].max(axis=0, initial=-1.0) >= SYNONYM
+                named |= cosines[:, labels].max(axis=0, initial=-1.0) >= settings.synonym_similarity
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
-                rank = _with_continuation(sims, labels, everywhere, index.follows_rows, hop, first_score, named,
-                                          word_of)
+                rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
+                                          named, word_of, settings)
             order = np.lexsort((labels, -rank))
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
                                "score": round(score, 4), "from": source})
-            if hop > 1 and score < _hop_floor(hop, first_score):
+            if hop > 1 and score < _hop_floor(hop, first_score, settings):
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
@@ -704,7 +713,7 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             variable = f"?{word}{used_names[word]}"
             top = order[:max(1, variants)]
             if source == "vocabulary":  # only near-synonyms: other relations would bind whatever the anchor has
-                top = [i for i in top if rank[i] >= rank[order[0]] - GLOBAL_MARGIN]
+                top = [i for i in top if rank[i] >= rank[order[0]] - margin]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
             walked.update(rids[chosen].tolist())
@@ -716,7 +725,8 @@ def offline_plan(index: PlanIndex, query: "Query", variants: int, anchor_matches
             frontier, head = targets, variable
             walked_labels.append(best)
             first_score = score if first_score is None else first_score
-            remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best])
+            remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best],
+                                   settings.hop_floor)
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
@@ -761,8 +771,8 @@ def plan_spec(question: str, variants: int):
     return DecisionSpec("csrag_plan", plan_schema(variants), validate)
 
 
-def relation_menu(store: GraphStore, limit: int = 60) -> str:
-    """The graph's most frequent relation labels in plain words, for the prompt."""
+def relation_menu(store: GraphStore, limit: int) -> str:
+    """The graph's `limit` most frequent relation labels in plain words, for the prompt (`csrag.prompt_relations`)."""
     counts = np.bincount(store.relation_ids, minlength=len(store.relation_labels)) if store.relation_labels else []
     order = np.argsort(-np.asarray(counts), kind="stable")[:limit] if len(counts) else []
     return "\n".join(relation_words(store.relation_labels[i]) or store.relation_labels[i] for i in order)
@@ -777,15 +787,15 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
     index = plan_index(context.store)
 
     def fallback() -> Plan:
-        return offline_plan(index, query, settings.variants, settings.anchor_matches,
-                            context.config.anchors.min_similarity, vectors)
+        return offline_plan(index, query, settings, context.config.anchors.min_similarity, vectors)
 
     if context.client is None:
         return fallback()
     decision = decide(
         context.client,
         plan_spec(query.plain, settings.variants),
-        {"question": query.text, "variants": settings.variants, "relations": relation_menu(context.store)},
+        {"question": query.text, "variants": settings.variants,
+         "relations": relation_menu(context.store, settings.prompt_relations)},
         fallback,
         stage=stage or context.stage,
         question_id=query.id,

@@ -439,7 +439,7 @@ class DotRAG:
 
         store, csrag = self.store, self.context.config.csrag
         seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
-        evidence = plan_index(store).walk_evidence(seeds, csrag.walk_damping, csrag.walk_evidence)
+        evidence = plan_index(store).walk_evidence(seeds, csrag)
         for path in paths:
             for rid in path.rids:
                 for p in store.relationship_passages.get(rid, []):

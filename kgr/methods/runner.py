@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from kgr.config import planning_sections, planning_settings
 from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.methods import METHODS
 from kgr.methods.base import Method, Query, RunContext
@@ -51,14 +52,10 @@ def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: b
     return RunContext(project, project.config, store, stage, use_cache=use_cache)
 
 
-# The settings a stored plan depends on; search and budget settings can change without replanning.
-PLANNING_SETTINGS = {
-    "dotrag": ("seeds", "anchors", "lexical_anchors", "previews", "trajectories_per_anchor", "trajectories",
-               "use_overview", "use_previews", "max_hops", "hedge_trajectories"),
-    "csrag": ("variants", "anchor_matches"),
-}
-# Whole config sections a method's plans depend on: DotRAG's offline policy ranks trajectories (or is the fallback).
-PLANNING_SECTIONS = {"dotrag": ("offline", "anchors")}  # anchors: which mentions match (anchors.min_similarity)
+# The settings a stored plan depends on, by method: those marked in their field metadata in kgr.config (`PLAN` in the
+# method's section; whole sections by their `plan` metadata). Search and budget settings can change without replanning.
+PLANNING_SETTINGS = planning_settings()
+PLANNING_SECTIONS = planning_sections()
 
 
 def plan_key(context: RunContext, method_name: str) -> str:
