@@ -286,9 +286,9 @@ class Config:
     types: TypesConfig = field(default_factory=TypesConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
-    # whole sections a method's plans depend on (`planning_sections`): which mentions match (anchors.min_similarity);
-    # DotRAG's offline policy ranks trajectories (or is the fallback)
-    anchors: AnchorConfig = field(default_factory=AnchorConfig, metadata={"plan": ("dotrag",)})
+    # whole sections a method's plans depend on (`planning_sections`): which mentions match (anchors.min_similarity:
+    # DotRAG's anchors, CS-RAG's offline planner's); DotRAG's offline policy ranks trajectories (or is the fallback)
+    anchors: AnchorConfig = field(default_factory=AnchorConfig, metadata={"plan": ("dotrag", "csrag")})
     dotrag: DotragConfig = field(default_factory=DotragConfig)
     offline: OfflineConfig = field(default_factory=OfflineConfig, metadata={"plan": ("dotrag",)})
     csrag: CsragConfig = field(default_factory=CsragConfig)

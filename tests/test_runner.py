@@ -202,7 +202,9 @@ def test_the_planning_settings_are_derived_from_the_config_field_metadata():
              "follow_min_share", "min_coverage", "likely_labels", "prompt_relations"}
     assert {method: set(names) for method, names in PLANNING_SETTINGS.items()} == {
         "dotrag": kept_by_hand["dotrag"], "csrag": kept_by_hand["csrag"] | moved}
-    assert {method: set(sections) for method, sections in PLANNING_SECTIONS.items()} == {"dotrag": {"offline", "anchors"}}
+    # CS-RAG's offline planner matches mentions by anchors.min_similarity too (not in the hand-kept list)
+    assert {method: set(sections) for method, sections in PLANNING_SECTIONS.items()} == {
+        "dotrag": {"offline", "anchors"}, "csrag": {"anchors"}}
     # the passage walk runs at retrieval, after the plan: its settings do not replan
     assert not {"walk_iterations", "walk_floor", "walk_damping", "gamma"} & set(PLANNING_SETTINGS["csrag"])
 
@@ -211,10 +213,10 @@ def test_a_changed_planning_setting_plans_again_and_another_does_not(context):
     import copy
     import dataclasses
 
-    def changed(**settings) -> RunContext:
+    def changed(section: str = "csrag", **settings) -> RunContext:
         config = copy.deepcopy(context.config)
         for name, value in settings.items():
-            setattr(config.csrag, name, value)
+            setattr(getattr(config, section), name, value)
         return dataclasses.replace(context, config=config)
 
     queries = QUERIES[:2]
@@ -223,4 +225,5 @@ def test_a_changed_planning_setting_plans_again_and_another_does_not(context):
     assert run_plans(changed(hop_margin=0.25), "csrag", queries) == (2, 0)  # a moved planner tunable
     assert run_plans(changed(max_hops=1), "csrag", queries) == (2, 0)
     assert stored_plans(changed(max_hops=1), "csrag", queries).keys() == {"q1", "q2"}
+    assert run_plans(changed("anchors", min_similarity=0.9), "csrag", queries) == (2, 0)  # the planner's anchors
     assert run_plans(context, "csrag", queries) == (0, 2)  # the plans of the first key are still there
