@@ -559,10 +559,15 @@ def test_with_passages_the_paths_come_with_their_source_passages(sourced_songs):
     assert bare.retrieve(question).passages == [] and "1998" not in bare.retrieve(question).context
 
 
-def test_the_fill_adds_the_neighbourhoods_relationships_most_like_the_question(dotrag):
-    """`dotrag.fill`: after the walk's paths, the anchors' neighbourhood's relationships most like the question (one
-    hop each, from the end nearer an anchor), none already on a walked path."""
-    plain, filled = ask(dotrag(), TWO_HOP), ask(dotrag(fill=3), TWO_HOP)
+def test_an_unsure_plan_is_filled_with_the_neighbourhoods_relationships_most_like_the_question(dotrag):
+    """`dotrag.fill`: after an unsure (hedged) plan's paths, the anchors' neighbourhood's relationships most like the
+    question (one hop each, from the end nearer an anchor), none already on a walked path; a sure plan is not filled."""
+    sure, sure_filled = ask(dotrag(fill=0), TWO_HOP), ask(dotrag(fill=3), TWO_HOP)
+    assert not sure_filled.trace["plan"]["hedged"]
+    assert sure_filled.paths == sure.paths and "fill" not in sure_filled.trace
+    unsure = "describe [Wendy Scribe] in a few words"
+    plain, filled = ask(dotrag(fill=0), unsure), ask(dotrag(fill=3), unsure)
+    assert filled.trace["plan"]["hedged"]
     walked = len(plain.paths)
     assert filled.paths[:walked] == plain.paths and filled.trace["fill"] == len(filled.paths) - walked == 3
     on_paths = {(tuple(p["entities"]), tuple(p["relations"])) for p in plain.paths}

@@ -199,12 +199,12 @@ class DotRAG:
         if self.store.passages and self.settings.passages:
             plan_index(self.store).warm_passage_ranking()
 
-    def _begin_question(self, query: Query) -> None:
+    def _begin_question(self, query: Query, hedged: bool = False) -> None:
         """Forget the last question's vectors and encode this one's opening texts in one pass (the policy's words, and
-        the question itself when the seed search or the fill reads it), so that its vectors, and its
+        the question itself when the seed search or an unsure plan's fill reads it), so that its vectors, and its
         record, do not depend on the questions before it (`TextVectors`)."""
         words = self.policy.begin_question(query.text)
-        reads_question = not query.mentions or self.settings.fill > 0  # the seed search, the neighbourhood's fill
+        reads_question = not query.mentions or (hedged and self.settings.fill > 0)  # the seed search, the fill
         self._vectors.begin_question(([query.plain] if reads_question else []) + words)
 
     # -- planning ----------------------------------------------------------------------------------------------
@@ -363,7 +363,7 @@ class DotRAG:
             plan = self.plan(query)
         # afresh after planning as after reading a stored plan: the same question's opening pass is kept, the rest
         # encoded again, so a record is the same whether its plan was made now or read back
-        self._begin_question(query)
+        self._begin_question(query, plan.get("hedged", False))
         watch.lap("plan")
         trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
@@ -384,7 +384,7 @@ class DotRAG:
             trace["conjunction"] = sorted(self.store.names[e] for e in shared)
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
-        if self.settings.fill:
+        if self.settings.fill and plan.get("hedged"):  # an unsure plan: the evidence may lie off its walks
             filled = self._fill(query, [p["anchor"] for p in plan["pairs"]], paths)
             trace["fill"] = len(filled)
             paths = paths + filled
