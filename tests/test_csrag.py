@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from kgr.embed import TextVectors
-from kgr.methods.csrag import (CSRAG, Candidate, ConstraintState, bind, bounded_evidence, n_eff, propagate, softmax,
-                               sufficient)
-from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_index, plan_question, validate_plan
+from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_question, validate_plan
+from kgr.methods.graph_index import plan_index
+from kgr.methods.passages import bounded_evidence
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "2wiki"
 
@@ -462,7 +463,7 @@ def test_a_word_explained_by_a_hop_does_not_ask_for_another(household, question)
     # "husband" is what the spouse hop explains; left in the residual it evokes a father, and spouses have fathers
     # with places of death, so the chain used to become spouse -> father -> place of death. The parenthesis after
     # a name belongs to the mention, not to what is asked.
-    from kgr.methods.csrag_plan import anchor_mentions, plan_index
+    from kgr.methods.csrag_plan import anchor_mentions
 
     plan = plan_question(household, query(question))
     assert [k.relation for k in plan.constraints] == ["spouse", "place of death"]
@@ -500,8 +501,6 @@ def test_a_lost_edge_is_recovered_from_the_passage_about_its_source(household):
     # Film C has no director edge. Its own passage (titled "Film C (1971 film)") states it, though passages about
     # other directors match "Film C director" at least as well; of the names it gives, the director who has a
     # date of death binds the variable, and the chain ends in the graph.
-    from kgr.methods.csrag_plan import plan_index
-
     index = plan_index(household.store)
     titles = [household.store.passages[p][0] for p in index.passages_about(household.store.find("Film C"))]
     assert titles == ["Film C (1971 film)"]
@@ -515,8 +514,6 @@ def test_a_lost_edge_is_recovered_from_the_passage_about_its_source(household):
 
 def test_a_label_follows_another_along_more_than_one_stray_edge(household):
     # In a damaged graph one re-bound edge (a place with a spouse) must not open a way on; two edges do.
-    from kgr.methods.csrag_plan import plan_index
-
     labels = household.store.relation_labels
     settings = household.config.csrag
     tails, _ = plan_index(household.store).follows(settings.follow_min_edges, settings.follow_min_share)

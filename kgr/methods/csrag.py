@@ -27,21 +27,14 @@ from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives
-from kgr.methods.csrag_plan import (
-    PLAN_VERSION,
-    Constraint,
-    Plan,
-    PlanIndex,
-    is_variable,
-    plan_index,
-    plan_question,
-    variable_type,
-)
+from kgr.methods.csrag_plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
+from kgr.methods.graph_index import PlanIndex, plan_index
+from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord, empty_result_warning
 from kgr.ranking import top_k
 
 __all__ = [
-    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "fuse_passages", "n_eff", "orient", "plan_question",
+    "CSRAG", "Candidate", "ConstraintState", "Plan", "bind", "n_eff", "orient", "plan_question",
     "propagate", "softmax", "sufficient",
 ]
 
@@ -225,22 +218,6 @@ def propagate(
         if state.status == "pending":
             state.status, state.reason = "blocked", "its variables were never bound"
     return states, bindings
-
-
-def bounded_evidence(total: float) -> float:
-    """A passage's summed graph evidence in [0, 1): 1 - exp(-total), as the sum itself near 0 and never at a cap,
-    so passages with much evidence still rank by how much (a cap at 1 tied them, leaving the dense score to decide)."""
-    return 1.0 - math.exp(-total)
-
-
-def fuse_passages(dense: np.ndarray, evidence: Mapping[int, float], first: int, top: int,
-                  weight: float) -> tuple[list[int], dict[int, tuple[float, float]]]:
-    """The `top` passages by dense score + `weight` x graph evidence among the dense `first` and every passage
-    with evidence, best first; also {pid: (dense, fused)} of those."""
-    pool = list(dict.fromkeys([*top_k(dense, first).tolist(), *evidence]))
-    fused = np.array([dense[p] + weight * evidence.get(p, 0.0) for p in pool])
-    order = [pool[j] for j in top_k(fused, top).tolist()]
-    return order, {p: (float(dense[p]), float(dense[p] + weight * evidence.get(p, 0.0))) for p in order}
 
 
 # -- the method ------------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from kgr.embed import TextVectors
 from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives
 from kgr.methods.budget import pack_paths, token_counter
-from kgr.methods.csrag_plan import plan_index
+from kgr.methods.graph_index import plan_index
+from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k, top_k_per_group
 from kgr.reach import csr_entries
@@ -435,8 +436,6 @@ class DotRAG:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
         them: the provenance of the paths' relationships, and a walk from the anchors weighted by their names'
         specificity (`csrag.specificity`, `csrag.walk_*`, `csrag.evidence_weight`)."""
-        from kgr.methods.csrag import bounded_evidence, fuse_passages
-
         store, csrag = self.store, self.context.config.csrag
         seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
         evidence = plan_index(store).walk_evidence(seeds, csrag)

@@ -1,5 +1,5 @@
-"""CS-RAG planning index: name finding (against its quadratic definition), the labels a set of words names, and
-the question words it remembers across questions."""
+"""The graph index DotRAG and CS-RAG share (`kgr.methods.graph_index`): name finding (against its quadratic
+definition), the labels a set of words names, and the question words it remembers across questions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from conftest import RecordingEncoder, SettledEncoder
 
 from kgr.embed import PhraseCache, TextVectors
 from kgr.graph import normalize_name
-from kgr.methods.csrag_plan import _CHUNK, _WORD, PlanIndex, _bounded, content_tokens
+from kgr.methods.graph_index import _CHUNK, _WORD, PlanIndex, _bounded, content_tokens
 
 NAMES = ["Paris", "Paris Hilton", "Hilton", "New York", "New York City", "York", "C.S. Lewis", "Ǆemal Bijedić",
          "Straße", "the", "U.S.", "Jean-Paul Sartre", "Sartre", "a   b"]

@@ -1,0 +1,318 @@
+"""The graph-side index DotRAG and CS-RAG share: incidence lists, entity-name lookups (`find_names`), relation-label
+vectors, the label succession (`follows`) and the passage walk from anchors (`passage_walk`, `walk_evidence`).
+
+Built once per store (`plan_index`) and shared by every method instance over it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+import weakref
+from collections import Counter
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from kgr.embed import TextVectors
+from kgr.graph import normalize_name, relation_words
+from kgr.store import GraphStore, MentionMatch
+
+if TYPE_CHECKING:
+    from kgr.config import CsragConfig
+
+_WORD = re.compile(r"\w+")
+_CHUNK = re.compile(r"\S+")
+_NON_WORD = re.compile(r"\W")
+_PARENTHESIS = re.compile(r"\s*\([^()]*\)")
+STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
+    "who whom whose why how with s".split()
+)
+
+
+def tokens(text: str) -> list[str]:
+    return [t for t in _WORD.findall(text.casefold())]
+
+
+def content_tokens(text: str) -> set[str]:
+    return {t for t in tokens(text) if t not in STOPWORDS}
+
+
+class PlanIndex:
+    """Incidence lists, name lookups and relation-label vectors of one store (built once, shared)."""
+
+    def __init__(self, store: GraphStore):
+        self.store = store
+        n = store.num_entities
+        src, dst = store.src.astype(np.int64), store.dst.astype(np.int64)
+        rids = np.arange(src.size, dtype=np.int64)
+        loop = src == dst
+        ends = np.concatenate([src, dst[~loop]])
+        others = np.concatenate([dst, src[~loop]])
+        edge = np.concatenate([rids, rids[~loop]])
+        order = np.argsort(ends, kind="stable")
+        self.inc_rid = edge[order]
+        self.inc_far = others[order]
+        self.indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ends, minlength=n), out=self.indptr[1:])
+        self.label_words = [relation_words(label) or label for label in store.relation_labels]
+        # which labels a hop's words name word for word: label rows by content word, and each label's word count
+        label_tokens = [content_tokens(words) for words in self.label_words]
+        rows_by_token: dict[str, list[int]] = {}
+        for row, words in enumerate(label_tokens):
+            for word in words:
+                rows_by_token.setdefault(word, []).append(row)
+        self._label_rows_by_token = {word: np.array(rows) for word, rows in rows_by_token.items()}
+        self._label_token_counts = np.array([len(words) for words in label_tokens], dtype=np.int64)
+        self.max_name_chars = max((len(name) for name in store.names), default=0)
+        self._label_vectors: np.ndarray | None = None
+        self._token_index: dict[str, list[int]] | None = None
+        self._follows: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}  # by (min edges, min share)
+        self._follows_rows: dict[tuple[int, float], Any] = {}
+        self._titles: dict[str, list[int]] | None = None
+        self._name_prefixes: frozenset[str] | None = None
+        self._walk = None
+        self._lock = threading.Lock()
+
+    def word_vectors(self, words: Sequence[str], text: str, vectors: TextVectors) -> dict[str, np.ndarray]:
+        """The vectors of single `words`, those the question's `vectors` lacks encoded in one call with `text` (not
+        remembered across questions: what rides with what would then depend on the questions before)."""
+        return dict(zip(words, vectors([text, *words])[1:]))
+
+    def labels_named_by(self, words: set[str]) -> np.ndarray:
+        """Per label, whether `words` hold every content word of it (a label with none is named by nothing)."""
+        hits = np.zeros(self._label_token_counts.size, dtype=np.int64)
+        for word in words:
+            rows = self._label_rows_by_token.get(word)
+            if rows is not None:
+                hits[rows] += 1
+        return (hits == self._label_token_counts) & (self._label_token_counts > 0)
+
+    def warm(self, settings: "CsragConfig", walk: bool) -> None:
+        """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
+        question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
+        self.follows_rows(settings.follow_min_edges, settings.follow_min_share)
+        _ = self.label_vectors, self.token_index, self.titles, self.name_prefixes
+        if walk:
+            self.warm_passage_ranking()
+
+    def warm_passage_ranking(self) -> None:
+        """Build what ranking passages from anchors reads: the walk's matrix and the store's specificity postings
+        (the walk's seeds are weighted by their names' specificity)."""
+        _ = self.walk_matrix
+        self.store.warm_specificity()
+
+    @property
+    def label_vectors(self) -> np.ndarray:
+        """Unit vectors of the relation labels in plain words, embedded once per store (kept in the project's phrase
+        cache for the next run)."""
+        with self._lock:
+            if self._label_vectors is None:
+                self._label_vectors = self.store.phrases.vectors(self.label_words, "list", self.store.encoder.encode)
+        return self._label_vectors
+
+    def follows(self, min_edges: int, min_share: float) -> tuple[np.ndarray, np.ndarray]:
+        """labels x labels, once per store and rule: whether a walk that reached the tails (first matrix) or the
+        heads (second) of one label's edges can go on in the same direction along another somewhere in the graph
+        (a father's father, a film's director's birthplace; not from a date to whoever else was born on it): along
+        at least `min_edges` of its edges and `min_share` of them (`csrag.follow_min_edges`, `follow_min_share`)."""
+        rule = (min_edges, min_share)
+        with self._lock:
+            if rule not in self._follows:
+                self._follows[rule] = _label_follows(self.store, min_edges, min_share)
+            return self._follows[rule]
+
+    def follows_rows(self, min_edges: int, min_share: float):
+        """`follows(...)[0]` as a CSR matrix (its rows are short: few labels follow any one)."""
+        follows = self.follows(min_edges, min_share)[0]  # outside the lock: `follows` takes it
+        rule = (min_edges, min_share)
+        with self._lock:
+            if rule not in self._follows_rows:
+                from scipy.sparse import csr_matrix
+
+                self._follows_rows[rule] = csr_matrix(follows)
+            return self._follows_rows[rule]
+
+    @property
+    def token_index(self) -> dict[str, list[int]]:
+        with self._lock:
+            if self._token_index is None:
+                index: dict[str, list[int]] = {}
+                for eid, name in enumerate(self.store.names):
+                    for token in content_tokens(name):
+                        index.setdefault(token, []).append(eid)
+                self._token_index = index
+        return self._token_index
+
+    @property
+    def titles(self) -> dict[str, list[int]]:
+        """Passage ids by normalized title without its parenthesis ("Inherent Vice (film)" -> "inherent vice");
+        exact titles are linked to entities at ingest (`store.entity_passages`)."""
+        with self._lock:
+            if self._titles is None:
+                titles: dict[str, list[int]] = {}
+                for pid, (title, _) in enumerate(self.store.passages):
+                    key = normalize_name(_PARENTHESIS.sub("", title))
+                    if key:
+                        titles.setdefault(key, []).append(pid)
+                self._titles = titles
+        return self._titles
+
+    @property
+    def walk_matrix(self):
+        """Column-stochastic transitions over the entities, then the passages: relationships (either way) and each
+        entity's links to its passages (provenance and titles), every edge alike; built once per store."""
+        with self._lock:
+            if self._walk is None:
+                from scipy.sparse import coo_matrix, diags
+
+                store = self.store
+                n, size = store.num_entities, store.num_entities + len(store.passages)
+                pairs = [(store.src.astype(np.int64), store.dst.astype(np.int64))]
+                for links in (store.entity_source_passages, store.entity_passages):
+                    pairs.append((np.array([e for e, pids in links.items() for _ in pids], dtype=np.int64),
+                                  np.array([p for pids in links.values() for p in pids], dtype=np.int64) + n))
+                ends = np.concatenate([np.concatenate([a, b]) for a, b in pairs])
+                starts = np.concatenate([np.concatenate([b, a]) for a, b in pairs])
+                adjacency = coo_matrix((np.ones(ends.size), (ends, starts)), shape=(size, size)).tocsr()
+                adjacency.data[:] = 1.0  # a pair linked twice (two triples, a title and a provenance) is one edge
+                degree = np.asarray(adjacency.sum(axis=0)).ravel()
+                self._walk = (adjacency @ diags(1.0 / np.maximum(degree, 1.0))).tocsr()
+        return self._walk
+
+    def passage_walk(self, seeds: dict[int, float], damping: float, iterations: int) -> np.ndarray:
+        """Each passage's personalized PageRank mass for a walk that goes on with probability `damping` and else
+        restarts at `seeds` (entity -> weight), as HippoRAG ranks passages, after `iterations` power iterations;
+        zeros when no seed has weight."""
+        walk = self.walk_matrix
+        restart = np.zeros(walk.shape[0])
+        for e, weight in seeds.items():
+            restart[e] += weight
+        if restart.sum() <= 0:
+            return np.zeros(len(self.store.passages))
+        restart /= restart.sum()
+        mass = restart.copy()
+        for _ in range(iterations):
+            mass = (1 - damping) * restart + damping * (walk @ mass)
+        return mass[self.store.num_entities:]
+
+    def walk_evidence(self, seeds: dict[int, float], settings: "CsragConfig") -> dict[int, float]:
+        """`csrag.walk_evidence` x each passage's share of the walk from `seeds` (its mass / the top passage's), for
+        the passages whose share exceeds `walk_floor`; {} at weight 0."""
+        weight = settings.walk_evidence
+        mass = self.passage_walk(seeds, settings.walk_damping, settings.walk_iterations) if weight > 0 else np.zeros(0)
+        if not mass.size or mass.max() <= 0:
+            return {}
+        mass /= mass.max()
+        return {p: weight * float(mass[p]) for p in np.flatnonzero(mass > settings.walk_floor).tolist()}
+
+    def passages_about(self, eids) -> list[int]:
+        """The passages linked to `eids` or titled with their names (a parenthesis after the title allowed)."""
+        linked, names = self.store.entity_passages, self.store.names
+        found = [p for e in eids for p in [*linked.get(e, []), *self.titles.get(normalize_name(names[e]), [])]]
+        return list(dict.fromkeys(found))
+
+    def incident(self, eids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rids, near, far) of every relationship touching `eids`, either direction."""
+        parts = [(self.inc_rid[self.indptr[e]:self.indptr[e + 1]], np.full(self.indptr[e + 1] - self.indptr[e], e),
+                  self.inc_far[self.indptr[e]:self.indptr[e + 1]]) for e in dict.fromkeys(int(x) for x in eids)]
+        if not parts:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    @property
+    def name_prefixes(self) -> frozenset[str]:
+        """Every start of a normalized entity name that ends where the name has a non-word character next ("new" and
+        "new york" of "new york city"): the only places a span of a text can end and still grow into a name."""
+        with self._lock:
+            if self._name_prefixes is None:
+                self._name_prefixes = frozenset(name[:m.start()] for name in self.store.name_index
+                                                for m in _NON_WORD.finditer(name) if m.start())
+        return self._name_prefixes
+
+    def find_names(self, text: str) -> list[tuple[int, int, str]]:
+        """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
+        pieces = [*_WORD.finditer(text), *_CHUNK.finditer(text)]
+        starts = sorted({m.start() for m in pieces})
+        ends = sorted({m.end() for m in pieces})
+        found = []
+        names, prefixes = self.store.name_index, self.name_prefixes
+        for s in starts:
+            for e in islice(ends, bisect.bisect_right(ends, s), None):
+                if e - s > self.max_name_chars:
+                    break
+                key = normalize_name(text[s:e])
+                if key in names and content_tokens(key) and _bounded(text, s, e):
+                    found.append((s, e, self.store.names[names[key][0]]))
+                # a longer span's key is this one's and then a non-word character (a span ends where a word or a
+                # chunk does): a name it could be has this key among its prefixes
+                if key not in prefixes:
+                    break
+        chosen: list[tuple[int, int, str]] = []
+        for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
+            if all(e <= cs or s >= ce for cs, ce, _ in chosen):
+                chosen.append((s, e, name))
+        return sorted(chosen)
+
+    def match_anchors(self, mention: str, k: int, floor: float) -> MentionMatch:
+        """Up to k entities a mention names: exact name matches when there are any, else those at least `floor`
+        alike it (cosine), else none (see GraphStore.match_mention)."""
+        return self.store.match_mention(mention, floor, k)
+
+    def best_covered(self, text: str, min_coverage: float) -> int | None:
+        """The entity whose name tokens `text` covers best (at least `min_coverage` of them, two tokens shared when
+        the name has several), for questions naming no entity exactly."""
+        words = content_tokens(text)
+        counts: Counter[int] = Counter()
+        for token in words:
+            for eid in self.token_index.get(token, ()):
+                counts[eid] += 1
+        best, best_key = None, None
+        for eid, shared in counts.items():
+            size = len(content_tokens(self.store.names[eid])) or 1
+            key = (shared / size, shared, -eid)
+            if shared / size >= min_coverage and (size == 1 or shared >= 2) and (best_key is None or key > best_key):
+                best, best_key = eid, key
+        return best
+
+
+def _label_follows(store: GraphStore, min_edges: int, min_share: float) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.sparse import csr_matrix
+
+    labels, n = len(store.relation_labels), store.num_entities
+    ones = np.ones(store.src.size, dtype=np.int64)
+    heads = csr_matrix((ones, (store.src, store.relation_ids)), shape=(n, labels))
+    tails = csr_matrix((ones, (store.dst, store.relation_ids)), shape=(n, labels))
+    edges = np.bincount(store.relation_ids, minlength=labels)[:, None]
+
+    def often(arrived, leaving) -> np.ndarray:
+        # edges of a label whose far end has an edge of the other label: one stray edge (a place with a spouse)
+        # is noise, not a way the graph goes on
+        count = (arrived.T @ (leaving > 0).astype(np.int64)).toarray()
+        return (count >= min_edges) & (count >= min_share * edges)
+
+    return often(tails, heads), often(heads, tails)
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """No word character continues the match on either side."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
+
+
+_INDEXES: "weakref.WeakKeyDictionary[GraphStore, PlanIndex]" = weakref.WeakKeyDictionary()
+_INDEX_LOCK = threading.Lock()
+
+
+def plan_index(store: GraphStore) -> PlanIndex:
+    """The store's shared PlanIndex."""
+    with _INDEX_LOCK:
+        index = _INDEXES.get(store)
+        if index is None:
+            index = _INDEXES[store] = PlanIndex(store)
+        return index
