@@ -78,7 +78,7 @@ def main() -> int:
     from kgr.config import load_config
     from kgr.evaluate.questions import load_questions, sample
     from kgr.methods.base import Query, RunContext
-    from kgr.methods.dotrag import DotRAG
+    from kgr.methods.dotrag.method import DotRAG
     from kgr.project import Project
     from kgr.store import GraphStore
 

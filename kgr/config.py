@@ -156,7 +156,7 @@ class DotragConfig:
 
 @dataclass
 class OfflineConfig:
-    """Weights of the offline policy's chain score (kgr.backbone.offline; tuned on MetaQA dev questions only)."""
+    """Weights of the offline policy's chain score (kgr.methods.dotrag.offline; tuned on MetaQA dev questions only)."""
 
     step_cost: float = ranged(0.1, 0.0)
     unsupported: float = ranged(1.0, 0.0)
@@ -181,7 +181,7 @@ class OfflineConfig:
     relation_share: float = ranged(0.5, 0.0, 1.0)
     # below this, no question word matches any reachable relation or type well
     confident_similarity: float = ranged(0.6, -1.0, 1.0)
-    typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see kgr.methods.dotrag.step_priors)
+    typicality: float = ranged(0.05, 0.0)  # weight of the steps' log-typicality (see dotrag.method.step_priors)
     # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
     tie_margin: float = ranged(0.1, 0.0)
     # a question word this close to a label word several relations share ("play" ~ the `plays` of plays_in_club,
@@ -198,7 +198,7 @@ class OfflineConfig:
 class CsragConfig:
     variants: int = ranged(3, 1, plan=True)  # m relation variants per constraint
     anchor_matches: int = ranged(3, 1, plan=True)
-    # The offline planner (kgr.methods.csrag_plan, whose docstring states its rules):
+    # The offline planner (kgr.methods.csrag.plan, whose docstring states its rules):
     # at most this many hops (constraints) from each anchor mention
     max_hops: int = ranged(3, 1, plan=True)
     # hop h >= 2 is planned only while its best label scores within hop_margin / (h - 1) of hop 1's: a further relation

@@ -33,7 +33,7 @@ class TypeProfile:
 
 def profile_types(store: GraphStore, samples: int, seed: int) -> list[TypeProfile]:
     """Counts, relation patterns and seeded example entities for every type."""
-    from kgr.methods.dotrag import type_schema
+    from kgr.methods.dotrag.method import type_schema
 
     schema = type_schema(store, share=0.1)
     per_relation = Counter(store.relation_ids.tolist())

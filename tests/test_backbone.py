@@ -14,7 +14,6 @@ import pytest
 from fake_llm_server import FakeLLMServer, hang, ok, status
 from kgr.backbone import (
     LLMClient,
-    RandomChooser,
     check_schema,
     choice_spec,
     complete_text,
@@ -323,17 +322,6 @@ def test_count_tokens_offline():
     text = "Marie Curie discovered polonium in 1898."
     assert count_tokens(text) == len(tiktoken.get_encoding("o200k_base").encode(text))
     assert count_tokens(text, model="gpt-4o-mini") == import_litellm().token_counter(model="gpt-4o-mini", text=text)
-
-
-def test_random_chooser_is_deterministic_per_seed_question_purpose():
-    chooser = RandomChooser(7)
-    assert chooser.order(10, "q1", "hop1") == RandomChooser(7).order(10, "q1", "hop1")
-    assert sorted(chooser.order(10, "q1", "hop1")) == list(range(10))
-    draws = {tuple(RandomChooser(s).order(10, q, p)) for s in (7, 8) for q in ("q1", "q2") for p in ("a", "b")}
-    assert len(draws) == 8
-    assert chooser.choose("abc", "q1", "x") in "abc"
-    assert chooser.subset(list(range(10)), 3, "q1", "x") == sorted(chooser.subset(list(range(10)), 3, "q1", "x"))
-    assert chooser.subset([1, 2], 5) == [1, 2]
 
 
 def test_importing_the_backbone_does_not_import_litellm():

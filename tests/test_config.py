@@ -106,7 +106,7 @@ def test_every_numeric_setting_has_a_range_that_holds_its_default():
                 assert spec.default in valid, f"{section.name}.{spec.name}: default outside {valid.describe()}"
 
 
-# The CS-RAG planner's and passage walk's tunables, once module constants of kgr.methods.csrag_plan, at the values
+# The CS-RAG planner's and passage walk's tunables, once module constants of kgr.methods.csrag.plan, at the values
 # those constants had (records stay identical).
 CSRAG_TUNABLES = {"max_hops": 3, "hop_margin": 0.30, "hop_floor": 0.20, "global_margin": 0.15,
                   "synonym_similarity": 0.8, "follow_min_edges": 2, "follow_min_share": 0.01, "min_coverage": 0.5,

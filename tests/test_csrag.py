@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kgr.embed import TextVectors
-from kgr.methods.csrag import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
-from kgr.methods.csrag_plan import Constraint, Plan, PlanError, plan_question, validate_plan
+from kgr.methods.csrag.method import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag.plan import Constraint, Plan, PlanError, plan_question, validate_plan
 from kgr.methods.graph_index import plan_index
 from kgr.methods.passages import bounded_evidence
 
@@ -463,7 +463,7 @@ def test_a_word_explained_by_a_hop_does_not_ask_for_another(household, question)
     # "husband" is what the spouse hop explains; left in the residual it evokes a father, and spouses have fathers
     # with places of death, so the chain used to become spouse -> father -> place of death. The parenthesis after
     # a name belongs to the mention, not to what is asked.
-    from kgr.methods.csrag_plan import anchor_mentions
+    from kgr.methods.csrag.plan import anchor_mentions
 
     plan = plan_question(household, query(question))
     assert [k.relation for k in plan.constraints] == ["spouse", "place of death"]

@@ -21,7 +21,7 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag import (DotRAG, Path as WalkPath, PathLayer, layer_paths, step_counts,
+from kgr.methods.dotrag.method import (DotRAG, Path as WalkPath, PathLayer, layer_paths, step_counts,
                                 step_priors, type_schema)
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k_per_group

@@ -17,7 +17,8 @@ from fake_llm_server import FakeLLMServer, ok
 from kgr.backbone import count_tokens
 from kgr.config import load_config
 from kgr.methods.base import Query, RunContext
-from kgr.methods.dotrag import DotRAG
+from kgr.methods.dotrag.method import DotRAG
+from kgr.methods.dotrag.random_policy import RandomChooser
 from kgr.project import Project
 from kgr.store import GraphStore
 from test_dotrag import THREE_HOP, TWO_HOP, build_tiny_movies
@@ -154,6 +155,17 @@ def test_rerun_with_the_cache_makes_no_request(env, server):
     rows = calls_of(env, second.context.run_id, "c")
     assert rows and all(r["cache_hit"] and r["attempts"] == 0 for r in rows)
     assert two.trace["plan"]["pairs"] == one.trace["plan"]["pairs"]
+
+
+def test_random_chooser_is_deterministic_per_seed_question_purpose():
+    chooser = RandomChooser(7)
+    assert chooser.order(10, "q1", "hop1") == RandomChooser(7).order(10, "q1", "hop1")
+    assert sorted(chooser.order(10, "q1", "hop1")) == list(range(10))
+    draws = {tuple(RandomChooser(s).order(10, q, p)) for s in (7, 8) for q in ("q1", "q2") for p in ("a", "b")}
+    assert len(draws) == 8
+    assert chooser.choose("abc", "q1", "x") in "abc"
+    assert chooser.subset(list(range(10)), 3, "q1", "x") == sorted(chooser.subset(list(range(10)), 3, "q1", "x"))
+    assert chooser.subset([1, 2], 5) == [1, 2]
 
 
 def test_random_policy_is_deterministic_for_a_seed(env, server):

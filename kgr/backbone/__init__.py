@@ -1,4 +1,4 @@
-"""The LLM backbone: LiteLLM client, response cache, call accounting, prompt templates, decisions, random policy.
+"""The LLM backbone: LiteLLM client, response cache, call accounting, prompt templates, structured decisions.
 
 Nothing here imports litellm until a call needs it (`import_litellm`), so importing kgr stays fast.
 """
@@ -7,7 +7,6 @@ from kgr.backbone.accounting import CallLog, CallRecord, Usage
 from kgr.backbone.cache import ResponseCache, cache_key
 from kgr.backbone.decide import Decision, DecisionSpec, check_schema, choice_spec, complete_text, decide, parse_json
 from kgr.backbone.llm import LLMClient, Reply
-from kgr.backbone.random_policy import RandomChooser
 from kgr.backbone.redact import scrub
 from kgr.backbone.runtime import count_tokens, import_litellm
 from kgr.backbone.templates import Template, load as load_template
@@ -18,7 +17,6 @@ __all__ = [
     "Decision",
     "DecisionSpec",
     "LLMClient",
-    "RandomChooser",
     "Reply",
     "ResponseCache",
     "Template",

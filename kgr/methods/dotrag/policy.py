@@ -7,7 +7,7 @@ from typing import Protocol, Union
 
 from kgr.backbone.decide import DecisionSpec, decide
 from kgr.backbone.llm import LLMClient
-from kgr.backbone.random_policy import RandomChooser
+from kgr.methods.dotrag.random_policy import RandomChooser
 
 STAGE = "retrieve"
 

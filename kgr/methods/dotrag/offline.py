@@ -32,7 +32,7 @@ word nearest the mention must also belong to the first step, or the chain pays `
 Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
 relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
-Log-typicality (kgr.methods.dotrag.step_priors) is 0 for a relation's dominant reading and negative for readings
+Log-typicality (kgr.methods.dotrag.method.step_priors) is 0 for a relation's dominant reading and negative for readings
 that only exist because entities carry several types.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all (else DotRAG hedges over several trajectories).
@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from kgr.backbone.policy import AnchorOption, Continue, HopSummary, Step, Stop, TrajectoryOption
+from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Step, Stop, TrajectoryOption
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 

@@ -10,12 +10,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from kgr.backbone.offline import OfflinePolicy, label_words, step_query
-from kgr.backbone.policy import AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy, TrajectoryOption
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
 from kgr.methods.base import Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives
 from kgr.methods.budget import pack_paths, token_counter
+from kgr.methods.dotrag.offline import OfflinePolicy, label_words, step_query
+from kgr.methods.dotrag.policy import (AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy,
+                                       TrajectoryOption)
 from kgr.methods.graph_index import plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord

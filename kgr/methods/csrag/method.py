@@ -1,6 +1,6 @@
 """CS-RAG: constraint-based, sufficiency-guided retrieval.
 
-A question becomes a plan of atomic constraints (`kgr.methods.csrag_plan`). Each constraint whose source side is
+A question becomes a plan of atomic constraints (`kgr.methods.csrag.plan`). Each constraint whose source side is
 known (an anchored entity mention, or a variable bound earlier) is retrieved over the one-hop neighbourhood of its
 source entities: relation alignment keeps the top `align_top` candidates by the cosine of their relation label to the
 constraint's variants, contextual reranking keeps the top `rerank_top`. The pool is *sufficient* when its effective
@@ -27,7 +27,7 @@ from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives
-from kgr.methods.csrag_plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
+from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord, empty_result_warning
