@@ -187,17 +187,17 @@ class DotRAG:
         self._warm(tally)
 
     def _warm(self, tally: Counter) -> None:
-        """Encode the relation labels, the offline policy's schema texts and its hop queries (one per step the graph
-        holds), and build the passage walk, before any question is timed: each is a per-graph cost (seconds on an open
-        vocabulary of thousands of phrasings) the first question would pay, and the encoded ones are kept in the
-        project's phrase cache for the next run."""
+        """Encode the relation labels, the policy's graph texts (`Policy.warm`: the offline policy's schema texts) and
+        the hop queries it may write (`Policy.hop_queries`: the offline policy's, one per step the graph holds), and
+        build the passage walk, before any question is timed: each is a per-graph cost (seconds on an open vocabulary
+        of thousands of phrasings) the first question would pay, and the encoded ones are kept in the project's phrase
+        cache for the next run."""
         if self.settings.label_weight > 0 or self.settings.label_margin > 0:
             _ = self._label_vectors
-        if isinstance(self.policy, OfflinePolicy):
-            with self._vectors.warming():
-                self.policy.warm()
-            # every hop query the offline policy writes is a step's (`step_query`); encoded as a question's texts are
-            self._vectors.keep(sorted({step_query(r, b) for _, r, b in tally}), as_queries=True)
+        with self._vectors.warming():
+            self.policy.warm()
+        # encoded as a question's texts are (none for a policy that writes no hop queries of its own)
+        self._vectors.keep(self.policy.hop_queries((r, b) for _, r, b in tally), as_queries=True)
         if self.store.passages and self.settings.passages:
             plan_index(self.store).warm_passage_ranking()
 
@@ -235,8 +235,7 @@ class DotRAG:
         hedged = 0
         # only the anchors whose trajectories can make the top k_tau pairs are worth a ranking call
         wanted_anchors = math.ceil(settings.trajectories / max(settings.trajectories_per_anchor, 1))
-        if isinstance(self.policy, OfflinePolicy):
-            self.policy.prepare(question, [store.names[anchors[i][0]] for i in anchor_order[:wanted_anchors]])
+        self.policy.prepare(question, [store.names[anchors[i][0]] for i in anchor_order[:wanted_anchors]])
         for anchor_rank, index in enumerate(anchor_order[:wanted_anchors]):
             eid = anchors[index][0]
             trajectories = self._trajectories(eid, qv)

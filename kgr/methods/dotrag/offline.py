@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Step, Stop, TrajectoryOption
+from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 
@@ -117,7 +117,7 @@ RECENT_SCORERS = 8  # a question's anchors (rarely more than 3)
 _PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
 
 
-class OfflinePolicy:
+class OfflinePolicy(Policy):
     """Deterministic decisions from embeddings of the question, relation labels and type names."""
 
     name = "offline"
@@ -246,6 +246,10 @@ class OfflinePolicy:
         self._shared_matrix()
         self._type_vectors(sorted(set(self.schema) | {b for steps in self.schema.values() for _, b in steps}))
         self._graph_texts = frozenset(self._vectors)
+
+    def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
+        """Every hop query this policy writes is a step's (`step_query`)."""
+        return sorted({step_query(relation, type_name) for relation, type_name in steps})
 
     def begin_question(self, question: str) -> list[str]:
         """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and

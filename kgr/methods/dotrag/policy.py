@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Iterable, Union
 
 from kgr.backbone.decide import DecisionSpec, decide
 from kgr.backbone.llm import LLMClient
@@ -60,31 +60,52 @@ class Stop:
 Step = Union[Continue, Stop]
 
 
-class Policy(Protocol):
-    """Makes DotRAG's decisions for one question at a time."""
+class Policy:
+    """Makes DotRAG's decisions for one question at a time.
 
-    name: str
-    reads_previews: bool  # whether rank_trajectories reads TrajectoryOption.previews (each costs a product)
+    A policy makes three decisions (`rank_anchors`, `rank_trajectories`, `review`). DotRAG calls its hooks on every
+    policy, so that one may prepare its own work: `warm` and `hop_queries` once per run, before any question is
+    timed; `begin_question` and `prepare` per question. Their defaults do nothing.
+    """
 
-    def reads_similarity(self, anchors: list[AnchorOption]) -> bool:
-        """Whether rank_anchors would read these anchors' similarity to the question (it costs an encoder pass)."""
-        ...
+    name: str = "policy"
+    reads_previews: bool = False  # whether rank_trajectories reads TrajectoryOption.previews (each costs a product)
+
+    def warm(self) -> None:
+        """Build and encode what the policy reads of the graph (DotRAG keeps the texts it encodes meanwhile for the
+        whole run)."""
+
+    def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
+        """The hop queries the policy may write for the graph's (relation, type) steps, to encode before any question
+        is timed."""
+        return []
 
     def begin_question(self, question: str) -> list[str]:
         """Forget what the last question left behind; return the texts this one's decisions will encode first."""
-        ...
+        return []
 
-    def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]: ...
+    def prepare(self, question: str, anchor_names: list[str]) -> None:
+        """Get ready to decide for the anchors named (those DotRAG will rank trajectories for), e.g. encode in one batch
+        the words their decisions will read."""
+
+    def reads_similarity(self, anchors: list[AnchorOption]) -> bool:
+        """Whether rank_anchors would read these anchors' similarity to the question (it costs an encoder pass)."""
+        return False
+
+    def rank_anchors(self, qid: str, question: str, anchors: list[AnchorOption]) -> list[int]:
+        raise NotImplementedError
 
     def rank_trajectories(self, qid: str, question: str, anchor: AnchorOption,
-                          options: list[TrajectoryOption]) -> tuple[list[int], str]: ...
+                          options: list[TrajectoryOption]) -> tuple[list[int], str]:
+        raise NotImplementedError
 
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
-               options: list[TrajectoryOption], max_hops: int) -> Step: ...
+               options: list[TrajectoryOption], max_hops: int) -> Step:
+        raise NotImplementedError
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether the trajectory ranking is more than a guess (else DotRAG follows several trajectories)."""
-        ...
+        return True
 
 
 def _lines(items: list[str]) -> str:
@@ -108,7 +129,7 @@ def _order_spec(name: str, n: int) -> DecisionSpec[list[int]]:
     return DecisionSpec(name, schema, validate)
 
 
-class LLMPolicy:
+class LLMPolicy(Policy):
     """Decisions by a LiteLLM backbone; invalid replies are repaired once, then the offline policy decides."""
 
     reads_previews = True
@@ -185,7 +206,7 @@ class LLMPolicy:
                       stage=STAGE, question_id=qid).value
 
 
-class RandomPolicy:
+class RandomPolicy(Policy):
     """The paper's "random choices" ablation: every decision uniformly at random, seeded per question."""
 
     name = "random"
