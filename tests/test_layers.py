@@ -1,5 +1,6 @@
 """kgr's modules import downward only: ground helpers -> project, store, embeddings, reach -> ingest and the other
-stages -> backbone -> methods -> evaluate -> api -> cli (read from the source, every import statement included)."""
+stages -> backbone (LLM plumbing) -> methods -> evaluate -> api -> cli (read from the source, every import statement
+included). Within methods, the shared pieces sit below each method, and no method imports another."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from pathlib import Path
 KGR = Path(__file__).resolve().parent.parent / "kgr"
 
 # Each module's layer, by its dotted name's longest listed prefix. A module may import its own layer and any below.
+# Within methods: the shared pieces (run context, records, token packing, the runner, the graph index, passage
+# ranking) are 4, each method (its module or folder) 4.5, and the overview stage, which reads DotRAG's type schema, 4.8.
+METHODS = ("kgr.methods.dotrag", "kgr.methods.csrag", "kgr.methods.baselines")  # each method's module or folder
 LAYERS = {
     "kgr": 0, "kgr.errors": 0, "kgr.config": 0, "kgr.graph": 0, "kgr.console": 0, "kgr.ranking": 0,
     "kgr.project": 1, "kgr.embed": 1, "kgr.reach": 1, "kgr.store": 1,
     "kgr.ingest": 2, "kgr.reach_stage": 2, "kgr.status": 2,
     "kgr.backbone": 3,
-    "kgr.methods": 4, "kgr.overview": 4, "kgr.perturb": 4,
+    "kgr.methods": 4, "kgr.perturb": 4,
+    **dict.fromkeys(METHODS, 4.5),
+    "kgr.overview": 4.8,
     "kgr.evaluate": 5,
     "kgr.api": 6,
     "kgr.cli": 7, "kgr.__main__": 7,
@@ -26,7 +32,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def layer(name: str) -> int:
+def layer(name: str) -> float:
     prefix = max((p for p in LAYERS if name == p or name.startswith(p + ".")), key=len, default=None)
     assert prefix is not None, f"{name} has no layer: add it to LAYERS"
     return LAYERS[prefix]
@@ -63,6 +69,21 @@ def test_every_import_goes_down_or_stays_in_its_layer():
             if layer(imported) > layer(importer):
                 upward.append(f"{importer} (layer {layer(importer)}) imports {imported} (layer {layer(imported)})")
     assert not upward, "\n".join(upward)
+
+
+def method_of(name: str) -> str | None:
+    """The method a module belongs to (its module or folder in METHODS), or None for a shared or other module."""
+    return next((m for m in METHODS if name == m or name.startswith(m + ".")), None)
+
+
+def test_no_method_imports_another():
+    sideways = []
+    for path in sorted(KGR.rglob("*.py")):
+        importer = module_name(path)
+        for imported in sorted(kgr_imports(path)):
+            if method_of(importer) and method_of(imported) not in (None, method_of(importer)):
+                sideways.append(f"{importer} imports {imported}")
+    assert not sideways, "\n".join(sideways)
 
 
 def test_no_import_cycle_between_modules():
