@@ -652,3 +652,30 @@ def test_a_graph_without_passages_answers_a_chain_from_its_unsettled_pools(metaq
         record = CSRAG(context).retrieve(query("who acted in the movies directed by [Erik Poppe]"))
         assert {"Trond Espen Seim", "Jan Gunnar Røise"} <= set(record.entities)
         assert any("no passages to recover from" in c["reason"] for c in record.trace["constraints"])
+
+
+def test_without_passages_an_unresolved_plan_is_followed_by_the_neighbourhood_most_like_the_question(metaqa_project):
+    """`csrag.graph_fill`: after an unresolved plan's candidates, the relationships within max_hops of the anchors
+    most like the question (each once, none a candidate already) are packed too; they answer no constraint."""
+    from kgr.config import load_config
+    from kgr.methods.base import RunContext
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    question = query("who acted in the movies directed by [Erik Poppe]")
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+
+        def ask(fill: int):
+            config = load_config(project.root, {"csrag.graph_fill": fill})
+            return CSRAG(RunContext(project, config, store, "eval")).retrieve(question)
+
+        plain, filled = ask(0), ask(3)
+    assert any(c["decision"] != "resolved" for c in filled.trace["constraints"])
+    assert plain.trace["fill"] == 0 and filled.trace["fill"] == 3
+    extra = [p for p in filled.paths if p["constraint"] is None]
+    assert len(extra) == 3 and filled.paths[:len(plain.paths)] == plain.paths
+    assert not {(tuple(p["entities"]), tuple(p["relations"])) for p in extra} & \
+        {(tuple(p["entities"]), tuple(p["relations"])) for p in plain.paths}
+    assert [p["score"] for p in extra] == sorted((p["score"] for p in extra), reverse=True)
+    assert set(plain.entities) <= set(filled.entities)

@@ -18,6 +18,7 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name, relation_words
+from kgr.ranking import top_k
 from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
@@ -224,6 +225,25 @@ class PlanIndex:
             return empty, empty, empty
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
+    def edges_within(self, eids, hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rids, near, far) of every relationship with an end at most `hops` - 1 hops from `eids` (a breadth-first
+        walk, either direction), near being the end nearer them; each relationship once, from its first reached end."""
+        frontier, seen, found = list(dict.fromkeys(int(e) for e in eids)), set(), []
+        seen.update(frontier)
+        for _ in range(hops):
+            if not frontier:
+                break
+            rids, near, far = self.incident(frontier)
+            found.append((rids, near, far))
+            frontier = [e for e in dict.fromkeys(far.tolist()) if e not in seen]
+            seen.update(frontier)
+        if not found:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        rids, near, far = (np.concatenate(column) for column in zip(*found))
+        first = np.sort(np.unique(rids, return_index=True)[1])
+        return rids[first], near[first], far[first]
+
     @property
     def name_prefixes(self) -> frozenset[str]:
         """Every start of a normalized entity name that ends where the name has a non-word character next ("new" and
@@ -316,3 +336,16 @@ def plan_index(store: GraphStore) -> PlanIndex:
         if index is None:
             index = _INDEXES[store] = PlanIndex(store)
         return index
+
+
+def most_like(relationship_vectors: np.ndarray, question: np.ndarray, edges: tuple[np.ndarray, np.ndarray, np.ndarray],
+              taken: Sequence[int], k: int) -> list[tuple[int, int, int, float]]:
+    """(rid, near, far, cosine) of the `k` relationships of `edges` (each once: its first occurrence) outside `taken`
+    most like the question: a dense search of a neighbourhood, best first."""
+    rids, near, far = edges
+    first = np.sort(np.unique(rids, return_index=True)[1])
+    rids, near, far = rids[first], near[first], far[first]
+    fresh = ~np.isin(rids, np.asarray(list(taken), dtype=np.int64))
+    rids, near, far = rids[fresh], near[fresh], far[fresh]
+    sims = relationship_vectors[rids] @ question
+    return [(int(rids[i]), int(near[i]), int(far[i]), float(sims[i])) for i in top_k(sims, k)]

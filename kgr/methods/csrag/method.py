@@ -28,7 +28,7 @@ from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives
 from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
-from kgr.methods.graph_index import PlanIndex, plan_index
+from kgr.methods.graph_index import PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord, empty_result_warning
 from kgr.ranking import top_k
@@ -457,6 +457,8 @@ class CSRAG:
         if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
+            if settings.graph_fill and any(state.status != "resolved" for state in states):
+                ranked += self.neighbourhood(anchor_ids, vectors([plain])[0], {cand.rid for _, cand in ranked})
         seen_rids: set[int] = set()
         paths, endpoints, scored = [], [], []
         for i, cand in ranked:
@@ -491,6 +493,7 @@ class CSRAG:
             "alternatives": [names[e] for e in alternatives],
             "constraints": [self._state_trace(s, plan, recovered) for s in states],
             "bindings": {v: [names[e] for e in eids] for v, eids in bindings.items()},
+            "fill": sum(1 for i, _ in ranked if i is None),  # the anchors' neighbourhood's, after an unresolved plan
             "reached": sorted({names[e] for e in reached}),
             "filtered": sorted({names[e] for e in filtered}),
             "cut_by_budget": sorted({names[e] for e in cut}),
@@ -530,6 +533,15 @@ class CSRAG:
             record.warnings.append(empty_result_warning(f"{len(unresolved)} of {len(states)} constraint(s) unresolved"
                                                         + (f": {reasons}" if reasons else "") + recovery))
         return record
+
+    def neighbourhood(self, anchors: set[int], question: np.ndarray, taken: set[int]) -> list[tuple[None, Candidate]]:
+        """Up to `csrag.graph_fill` relationships within `max_hops` of the anchors that no candidate holds, the most
+        like the question (where a constraint is unresolved and there are no passages, the evidence is still near
+        the anchors), each from its end nearer them; they answer no constraint (None)."""
+        edges = self.index.edges_within(sorted(anchors), self.settings.max_hops)
+        return [(None, Candidate(rid, near, far, score=sim))
+                for rid, near, far, sim in most_like(self.store.relationship_vectors, question, edges, sorted(taken),
+                                                     self.settings.graph_fill)]
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
                          anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]

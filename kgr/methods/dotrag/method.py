@@ -17,7 +17,7 @@ from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.dotrag.offline import OfflinePolicy, label_words, step_query
 from kgr.methods.dotrag.policy import (AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy,
                                        TrajectoryOption)
-from kgr.methods.graph_index import plan_index
+from kgr.methods.graph_index import most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k, top_k_per_group
@@ -423,14 +423,10 @@ class DotRAG:
         found = [self.reach.edges_within(a, self.settings.max_hops) for a in dict.fromkeys(anchors)]
         if not found:
             return []
-        rids, near, far = (np.concatenate(column) for column in zip(*found))
-        first = np.sort(np.unique(rids, return_index=True)[1])
-        rids, near, far = rids[first], near[first], far[first]
-        fresh = ~np.isin(rids, [r for p in paths for r in p.rids])
-        rids, near, far = rids[fresh], near[fresh], far[fresh]
-        sims = self.store.relationship_vectors[rids] @ self._embed(query.plain)
-        best = top_k(sims, self.settings.fill)
-        return [Path((int(rids[i]),), (int(near[i]), int(far[i])), (round(float(sims[i]), 4),)) for i in best]
+        edges = tuple(np.concatenate(column) for column in zip(*found))
+        best = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
+                         [r for p in paths for r in p.rids], self.settings.fill)
+        return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best]
 
     def _passages(self, query: Query, plan: dict[str, Any], paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
