@@ -266,9 +266,9 @@ class CsragConfig:
     # many, bind its variable all the same and are packed after the resolved ones: recall first; 0 = off
     graph_recovery: int = ranged(5, 0)
     # ... and up to this many relationships within max_hops of the anchors, the most like the question (a dense search
-    # of the anchors' neighbourhood), follow them; 0 = off. 10: the KG-only dev sets' mean recall 0.580 -> 0.702
-    # (18 sets, every one higher; dev-hospital 0.497 -> 0.810), F1 0.28 -> 0.24 (docs/decisions.md)
-    graph_fill: int = ranged(10, 0)
+    # of the anchors' neighbourhood), follow them; 0 = off. 20: the 21 KG-only dev sets' mean recall 0.569 -> 0.731
+    # (10: 0.687; every set higher; dev-hospital 0.497 -> 0.926), F1 0.28 -> 0.19 (VSS 0.01-0.16; docs/decisions.md)
+    graph_fill: int = ranged(20, 0)
     reranker: str = ""  # a CrossEncoder name or path; empty means bi-encoder cosine
 
 
