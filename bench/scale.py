@@ -880,8 +880,11 @@ def measure(scale: float, texts: str, seed: int, args, rows: list[dict], log) ->
     row["stages"]["overview"], _ = run_stage("overview", ["overview", str(project), "--json", "--quiet"], logs, log)
     if fraction:
         row["extrapolated"] = extrapolate(row, rows)
-    else:
+    if not fraction or args.slice_retrieval:
         questions = folder / "questions.jsonl"
+        if fraction:  # latency and memory only: the questions whose anchor the slice holds (answers are the graph's)
+            questions = slice_questions(folder, args.out / "data" / key / "questions.jsonl")
+            row["slice"]["questions"] = sum(1 for _ in open(questions, encoding="utf-8"))
         runs = {}
         for method in args.methods:
             run = runs[method] = f"scale-{method}"
@@ -903,6 +906,18 @@ def measure(scale: float, texts: str, seed: int, args, rows: list[dict], log) ->
     if not args.keep_project:
         shutil.rmtree(project)
     return row
+
+
+def slice_questions(folder: Path, questions: Path) -> Path:
+    """The whole graph's questions whose anchors are in the slice in `folder`, written beside it."""
+    with open(folder / "entities.tsv", encoding="utf-8") as handle:
+        next(handle)
+        names = {line.split("\t")[1] for line in handle}
+    kept = [line for line in questions.read_text(encoding="utf-8").splitlines()
+            if all(a in names for a in json.loads(line)["anchors"])]
+    path = folder / "questions-in-slice.jsonl"
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    return path
 
 
 def retrieval_summary(report: dict, runs: dict[str, str], logs: Path) -> dict:
@@ -1001,7 +1016,9 @@ def markdown(rows: list[dict]) -> str:
             sl = r["slice"]
             note.append(f"slice {sl['fraction']:g} ({sl['entities']:,} ent., {sl['relationships']:,} rel.) measured: "
                         f"ingest {ingest['wall_s']:.0f}s, RSS {ingest['peak_rss_mib']:.0f} MiB, reach "
-                        f"{st['reach']['wall_s']:.1f}s; retrieval not run")
+                        f"{st['reach']['wall_s']:.1f}s ({st['reach']['peak_rss_mib']:.0f} MiB), disk "
+                        f"{r['disk_final']['total_mib']:,.0f} MiB; "
+                        + ("retrieval on the slice below" if r.get("retrieval") else "retrieval not run"))
         if r.get("contention"):
             note.append("under contention")
         wall = ex["ingest_wall_s"] if ex else ingest["wall_s"]
@@ -1024,15 +1041,21 @@ def markdown(rows: list[dict]) -> str:
         for method, v in (r.get("retrieval") or {}).items():
             st = r["stages"][f"retrieve-{method}"]
             hops = " / ".join(f"{v['recall_per_hop'].get(f'{h}-hop', float('nan')):.3f}" for h in (1, 2, 3))
-            lines.append(f"| {r['scale']:g} | {r['texts']} | {LABELS[method]} | {v['recall']:.3f} | {hops} | "
-                         f"{v['f1']:.3f} | {_n(v['p50_ms'], '{:.1f}')} | {_n(v['p95_ms'], '{:.1f}')} | "
+            recall, f1, where = f"{v['recall']:.3f}", f"{v['f1']:.3f}", f"{r['scale']:g}"
+            if r.get("slice"):  # the graph's answers are not the slice's: latency and memory only
+                sl = r["slice"]
+                recall = hops = f1 = "–"
+                where += (f" (slice {sl['fraction']:g}: {sl['entities']:,} ent., {sl['relationships']:,} rel., "
+                          f"{sl.get('questions', v['n'])} q.)")
+            lines.append(f"| {where} | {r['texts']} | {LABELS[method]} | {recall} | {hops} | "
+                         f"{f1} | {_n(v['p50_ms'], '{:.1f}')} | {_n(v['p95_ms'], '{:.1f}')} | "
                          f"{_n(v['p50_over_vss'], '{:.2f}×')} | {st['wall_s']:.1f} | {st['peak_rss_mib']:,.0f} | "
                          f"{st['load_max']:.1f} |")
     notes = [f"- {r['key']}: {r['extrapolated']['how']}." for r in rows if r.get("extrapolated")]
     if notes:
         lines += ["", "Extrapolated:", *notes]
-    lines += ["", "Commands: " + "; ".join(sorted({f"`{r['command']}` ({r['date']}, code {r['code']})"
-                                                   for r in rows if r.get("command")})), ""]
+    lines += ["", "Runs (each row's command, date and code; `+dirty kgr/`: uncommitted edits in kgr/ at the time):",
+              *[f"- {r['key']}: `{r.get('command', '?')}` ({r['date']}, code {r['code']})" for r in rows], ""]
     return "\n".join(lines)
 
 
@@ -1046,13 +1069,14 @@ def plots(rows: list[dict], out: Path) -> str | None:
         return "matplotlib is not installed"
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     styles = {"names": "-", "described": "--"}
-    colors: dict[str, str] = {}  # one colour per series label, the same in both text modes
+    # one colour per stage or method, the same in both text modes and on every panel
+    colors = {"ingest": "C0", "reach": "C1", "project": "C2", "dotrag": "C3", "csrag": "C4", "vss": "C5", "bm25": "C6"}
 
     def series(ax, texts, points, label, marker="o"):
         points = sorted((x, y, ex) for x, y, ex in points if y is not None)
         if not points:
             return
-        color = colors.setdefault(label, f"C{len(colors) % 10}")
+        color = colors[label.removeprefix("retrieve ")]
         ax.plot([p[0] for p in points], [p[1] for p in points], styles[texts], marker=marker, color=color,
                 label=f"{label} ({texts})")
         for x, y, ex in points:
@@ -1061,6 +1085,9 @@ def plots(rows: list[dict], out: Path) -> str | None:
 
     def rels(row):
         return row["graph"]["relationships"]
+
+    def retrieved_rels(row):  # retrieval on a slice ran on the slice's relationships
+        return row["slice"]["relationships"] if row.get("slice") else row["graph"]["relationships"]
 
     for texts in ("names", "described"):
         mine = [r for r in rows if r["texts"] == texts]
@@ -1077,10 +1104,10 @@ def plots(rows: list[dict], out: Path) -> str | None:
         series(axes[0, 2], texts, [(rels(r), r["disk_final"]["total_mib"], False) for r in measured], "project")
         for method in METHODS:
             done = [r for r in mine if method in (r.get("retrieval") or {})]
-            series(axes[0, 1], texts, [(rels(r), r["stages"][f"retrieve-{method}"]["peak_rss_mib"], False)
+            series(axes[0, 1], texts, [(retrieved_rels(r), r["stages"][f"retrieve-{method}"]["peak_rss_mib"], False)
                                        for r in done], f"retrieve {method}", "^")
             for ax, key in ((axes[1, 0], "p50_ms"), (axes[1, 1], "p95_ms"), (axes[1, 2], "p50_over_vss")):
-                series(ax, texts, [(rels(r), r["retrieval"][method][key], False) for r in done], method)
+                series(ax, texts, [(retrieved_rels(r), r["retrieval"][method][key], False) for r in done], method)
     titles = [("wall seconds", "ingest and reach wall time"), ("MiB", "peak RSS per stage (child process)"),
               ("MiB", "project size on disk"), ("ms", "retrieval p50 per question"),
               ("ms", "retrieval p95 per question"), ("p50 / VSS p50", "retrieval p50 relative to VSS")]
@@ -1121,6 +1148,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure a slice when the projected ingest is longer (default 40)")
     parser.add_argument("--slice", type=float, default=None, help="measure this fraction of the relationships")
     parser.add_argument("--no-slice", action="store_true", help="measure the whole graph whatever the projection")
+    parser.add_argument("--slice-retrieval", action="store_true",
+                        help="on a slice, also run retrieval for latency and memory (the questions whose anchor the "
+                             "slice holds; recall is not comparable and not reported)")
     parser.add_argument("--keep-project", action="store_true", help="keep the kgr project (default: removed)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="passed to kgr ingest and retrieve (repeatable)")
