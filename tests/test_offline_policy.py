@@ -14,7 +14,9 @@ import zlib
 import numpy as np
 import pytest
 
-from kgr.methods.dotrag.offline import STOP_WORDS, OfflinePolicy, question_words, sharing_cue, step_query
+from kgr.methods.dotrag.chain_cache import stacked
+from kgr.methods.dotrag.offline import (STOP_WORDS, ChainScorer, OfflinePolicy, question_words, sharing_cue,
+                                         step_query)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -615,10 +617,10 @@ def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
     counting = CountingEmbed()
     policy = OfflinePolicy(counting, schema, max_hops=3, settings=OfflineConfig(steps_per_type=4))
     scorer = policy._scorer("in which country is the city where [Ada] was born located", anchor)
-    rows, lengths = policy._tail_rows("place", 2, scorer)
+    rows, lengths = scorer.tails("place", 2)
     assert len(rows) <= 1 + 4 + 4 * 4  # not 1 + 151 + 151 * 151
     assert lengths[0] == 0 and rows.shape[1] == 2
-    assert ("is located in", "place") in {policy._step_list[row[0]] for row, n in zip(rows, lengths) if n == 1}
+    assert ("is located in", "place") in {policy._steps.steps[row[0]] for row, n in zip(rows, lengths) if n == 1}
     order, query = policy.rank_trajectories("q", "in which country is the city where [Ada] was born located", anchor,
                                             options)
     assert order == [0] and query.startswith("was born in")
@@ -658,7 +660,7 @@ def test_a_word_naming_a_shared_label_word_supports_each_of_its_relations_alike(
 
 
 def _reference_row(chain, anchor_types, priors):
-    """Out-and-back steps and prior of one chain, step by step (the definitions _compile vectorizes)."""
+    """Out-and-back steps and prior of one chain, step by step (the definitions compile_chains vectorizes)."""
     types = [list(anchor_types)] + [[t] for _, t in chain]
     back = [i > 0 and chain[i - 1][0] == chain[i][0] and chain[i][1] in types[i - 1] for i in range(len(chain))]
     returning = tuple(back[i] or (i + 1 < len(chain) and back[i + 1]) for i in range(len(chain)))
@@ -680,16 +682,63 @@ def test_compiled_chains_match_their_step_by_step_definition():
         chains += [(("acted_in", "movie"), ("acted_in", "person")), (("made_by", "movie"), ("made_by", "year"))]
         for length in {len(c) for c in chains}:
             group = [c for c in chains if len(c) == length]
-            ids, lengths = pol._chain_rows(group)
+            ids, lengths = pol._steps.rows(group)
             assert (lengths == length).all()
-            returning, chain_priors = pol._chain_arrays(ids, anchor_types)
-            assert pol._chain_arrays(ids.copy(), anchor_types)[0] is returning  # the group is memoized whole
+            returning, chain_priors = pol._groups.get(ids, anchor_types)
+            assert pol._groups.get(ids.copy(), anchor_types)[0] is returning  # the group is memoized whole
             for chain, chain_ids, chain_returning, prior in zip(group, ids.tolist(), returning.tolist(), chain_priors):
-                assert [pol._step_list[i] for i in chain_ids] == list(chain)
+                assert [pol._steps.steps[i] for i in chain_ids] == list(chain)
                 want_returning, want_prior = _reference_row(chain, anchor_types, priors)
                 assert tuple(chain_returning) == tuple(want_returning) and prior == want_prior, chain
     pair = [(("acted_in", "movie"), ("acted_in", "person"))]
-    assert pol._chain_arrays(pol._chain_rows(pair)[0], ["person"])[0].all()  # the check can see out-and-back steps
+    assert pol._groups.get(pol._steps.rows(pair)[0], ["person"])[0].all()  # the check can see out-and-back steps
+
+
+# The chain score's terms after `explained - step_cost`, in the module docstring's order (+1 added, -1 subtracted).
+DOCUMENTED_TERMS = [(+1, "role_bonus"), (-1, "unsupported"), (-1, "agent_cost"), (-1, "order_cost"),
+                    (-1, "nearest_cost"), (+1, "returns"), (+1, "typicality")]
+
+
+def _summed_terms(scorer, ids, lengths) -> tuple[np.ndarray, set[str]]:
+    """The chain scores as each term function called on its own and summed in the documented order, and the terms
+    that applied (a term returns None where it does not)."""
+    scores, applied = np.full(len(lengths), -np.inf), set()
+    for members, group in scorer.groups(ids, lengths):
+        total = scorer.explained(group) - scorer.step_cost(group)
+        for sign, name in DOCUMENTED_TERMS:
+            value = getattr(scorer, name)(group)
+            if value is not None:
+                applied.add(name)
+                total += sign * value
+        scores[members] = total
+    return scores, applied
+
+
+def test_the_chain_score_is_its_documented_terms_summed_in_order():
+    """Each term of the module docstring's formula, called on its own and summed in its order, gives `rows` bit for
+    bit, on every chain of up to three steps from the anchor; between them the questions exercise every term."""
+    # "acted" names the type actor (bow_embed alone gives it no likeness to "actor")
+    embed = lambda texts: bow_embed(["actor" if t == "acted" else t for t in texts])  # noqa: E731
+    priors = {("movie", r, t): -0.1 * k for k, (r, t) in enumerate(SCHEMA["movie"])}
+    priors |= {(t, r, "movie"): -0.05 * k for k, t in enumerate(SCHEMA) for r, _ in SCHEMA[t]}
+    cases = [
+        (SCHEMA, "who wrote the movies acted by [Stephen Fry]", anchor("Stephen Fry", "actor", "writer")),  # agent
+        (SCHEMA, "who are the actors of the director [Wendy Ode]", anchor("Wendy Ode", "director", "writer")),  # role
+        (SCHEMA, "who starred together with [Sam Okafor]", anchor("Sam Okafor", "actor")),  # a sharing cue
+        (SCHEMA, TWO_HOP, WENDY),
+        (FAMILY, "what is the occupation of [Ada]'s father's father", ADA),  # a repeated word
+    ]
+    every = set()
+    for schema, question, where in cases:
+        pol = OfflinePolicy(embed, schema, priors=priors)
+        scorer = pol._scorer(question, where)
+        ids, lengths = stacked([scorer.tails(t, 3) for t in where.types])
+        summed, applied = _summed_terms(scorer, ids, lengths)
+        assert np.array_equal(summed, scorer.rows(ids, lengths)), question
+        assert np.isfinite(summed[lengths > 0]).all() and np.isneginf(summed[lengths == 0]).all()
+        every |= applied
+    assert every == {name for _, name in DOCUMENTED_TERMS}
+    assert [(sign, term.__name__) for sign, term in ChainScorer.TERMS] == DOCUMENTED_TERMS
 
 
 def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_mentions():
@@ -702,7 +751,7 @@ def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_
 
 def test_fanned_chains_are_listed_first_step_by_first_step_as_a_loop_would():
     """The rows DotRAG scores are the chains a loop over first steps, then tails, would build (ties go to the first)."""
-    from kgr.methods.dotrag.offline import _fanned, _stacked
+    from kgr.methods.dotrag.chain_cache import fanned
 
     schema = {"person": [("born_in", "city"), ("works_for", "company")], "city": [("in_country", "country")],
               "company": [("based_in", "city")]}
@@ -710,10 +759,10 @@ def test_fanned_chains_are_listed_first_step_by_first_step_as_a_loop_would():
     scorer = pol._scorer("where was [Ada] born", anchor("Ada", "person"))
     tails = [(), (("born_in", "city"),), (("born_in", "city"), ("in_country", "country")),
              (("works_for", "company"),), (("works_for", "company"), ("based_in", "city"))]
-    tail_rows = pol._tail_rows("person", 2, scorer)
-    assert [a.tolist() for a in tail_rows] == [a.tolist() for a in pol._chain_rows(tails)]  # schema order, padded
+    tail_rows = scorer.tails("person", 2)
+    assert [a.tolist() for a in tail_rows] == [a.tolist() for a in pol._steps.rows(tails)]  # schema order, padded
     walk, firsts = (("knows", "person"),), [("x", "person"), ("y", "person")]
-    rows, lengths = _stacked([pol._chain_rows([walk]), _fanned([pol._step_id(s) for s in walk],
-                                                               [pol._step_id(s) for s in firsts], tail_rows)])
-    want_rows, want_lengths = pol._chain_rows([walk] + [walk + (first,) + tail for first in firsts for tail in tails])
+    rows, lengths = stacked([pol._steps.rows([walk]), fanned([pol._steps.id(s) for s in walk],
+                                                             [pol._steps.id(s) for s in firsts], tail_rows)])
+    want_rows, want_lengths = pol._steps.rows([walk] + [walk + (first,) + tail for first in firsts for tail in tails])
     assert rows.tolist() == want_rows.tolist() and lengths.tolist() == want_lengths.tolist()

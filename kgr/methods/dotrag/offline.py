@@ -3,12 +3,17 @@
 It knows nothing about any dataset. Everything comes from the question and the graph: the relation labels and
 entity types offered at each step, and the graph's type-level schema (which relation joins which types) for
 looking ahead. A candidate *chain* is a sequence of steps (relation, type) leaving the anchor. Its score is how
-well its steps explain the question's content words:
+well its steps explain the question's content words, with each weight a field of `kgr.config.OfflineConfig` (whose
+comments give its reason), summed in this order (`ChainScorer`: one method per term, `ChainScorer.TERMS`):
 
-    score = sum over words w of max over steps i of sim(w, step i)  -  step_cost * len(chain)
-            - unsupported * [a step explains no word best]  -  order_cost * [order inversions]
-            - nearest_cost * [the placed word nearest the mention is not the first step's]
+    score = sum over words w of max over steps i of sim(w, step i)                            (explained)
+            - step_cost * len(chain)
+            + role_bonus * [the first step is the way out the anchor's role names]
+            - unsupported * [a step explains no word best]
             - agent_cost * [the anchor is a passive verb's agent and the chain leaves by another role]
+            - order_cost * [order inversions]
+            - nearest_cost * [the placed word nearest the mention is not the first step's]
+            + (sharing_bonus with a sharing cue, else return_prior) * [the chain goes out and back]
             + typicality * sum over steps of log-typicality(step)
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. A word that names a
@@ -32,24 +37,30 @@ word nearest the mention must also belong to the first step, or the chain pays `
 Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
 relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
+Without a sharing cue an out-and-back chain still earns the small `return_prior`, which breaks ties toward it.
 Log-typicality (kgr.methods.dotrag.method.step_priors) is 0 for a relation's dominant reading and negative for readings
 that only exist because entities carry several types.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all (else DotRAG hedges over several trajectories).
+
+Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
+kgr.methods.dotrag.chain_cache and change no score.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
+from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
+                                            tail_rows)
+from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 
 _WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
 # English possessive endings: "[X]'s father's father" is the words father, father (not 's, father's, father)
@@ -110,13 +121,6 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
     return any(w in CUE_WORDS for w, _ in words)
 
 
-# Compiled chain groups memoized (OfflinePolicy._chain_arrays): groups of at most 1,000 chains, 200,000 chains in all
-# before the memo starts afresh (tens of MB at most)
-_GROUP_CHAINS, _CHAINS_KEPT = 1000, 200_000
-RECENT_SCORERS = 8  # a question's anchors (rarely more than 3)
-_PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
-
-
 class OfflinePolicy(Policy):
     """Deterministic decisions from embeddings of the question, relation labels and type names."""
 
@@ -127,16 +131,11 @@ class OfflinePolicy(Policy):
                  priors: dict[tuple[str, str, str], float] | None = None):
         self._embed = embed
         self._priors = priors or {}
-        self._groups: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._memoized = 0  # chains in _groups
-        self._step_ids: dict[tuple[str, str], int] = {}  # every step a scored chain has taken, numbered
-        self._step_list: list[tuple[str, str]] = []
-        self._step_relation: list[int] = []  # per step id, its relation's number
-        self._step_type: list[int] = []  # per step id, its target type's number
-        self._relation_numbers: dict[str, int] = {}
-        self._type_numbers: dict[str, int] = {}
-        self._type_names: list[str] = []
-        self._tail_rows_memo: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+        # speed machinery (kgr.methods.dotrag.chain_cache): it changes no score
+        self._steps = StepNumbers()  # every step a scored chain has taken, numbered
+        self._groups = CompiledGroups(partial(compile_chains, numbers=self._steps, priors=self._priors))
+        self._tails: TailMemo = {}  # continuations along the whole schema, kept across questions
+        self._recent: RecentScorers[ChainScorer] = RecentScorers()
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         # label words several relations share, each with the relations using it ("plays": plays_in_club, ...)
@@ -147,8 +146,6 @@ class OfflinePolicy(Policy):
         self._vectors: dict[str, np.ndarray] = {}
         self._graph_texts: frozenset[str] = frozenset()  # the texts `warm` encoded: kept across questions
         self._crowded: tuple | None = None
-        self._recent_scorers: dict[tuple, Callable] = {}
-        self._scorers_lock = threading.Lock()
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
@@ -169,14 +166,14 @@ class OfflinePolicy(Policy):
             return [], ""
         scorer = self._scorer(question, anchor)
         blocks = [block for _, block in self._option_chains(options, [], anchor.types, self.max_hops - 1, scorer)]
-        ids, lengths = _stacked(blocks)
+        ids, lengths = stacked(blocks)
         scores = scorer.rows(ids, lengths)
         owner = np.repeat(np.arange(len(options)), [len(block_lengths) for _, block_lengths in blocks])
         best = np.full(len(options), -np.inf)
         np.maximum.at(best, owner, scores)
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
         candidates = np.flatnonzero(owner == order[0])
-        relation, type_name = self._step_list[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
+        relation, type_name = self._steps.steps[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
         return order, step_query(relation, type_name)
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
@@ -188,8 +185,8 @@ class OfflinePolicy(Policy):
         steps = {(r, o.type) for o in options for r in o.relations}
         scorer = self._scorer(question, anchor)
         for option in options:
-            rows, _ = self._tail_rows(option.type, self.max_hops - 1, scorer)
-            steps |= {self._step_list[i] for i in np.unique(rows[rows >= 0]).tolist()}
+            rows, _ = scorer.tails(option.type, self.max_hops - 1)
+            steps |= {self._steps.steps[i] for i in np.unique(rows[rows >= 0]).tolist()}
         best = scorer.best_match(sorted(steps))
         return best is None or best >= self.settings.confident_similarity
 
@@ -197,8 +194,8 @@ class OfflinePolicy(Policy):
                options: list[TrajectoryOption], max_hops: int) -> Step:
         scorer = self._scorer(question, anchor)
         done: Chain = tuple((h.relation, h.type) for h in walk)
-        done_ids = [self._step_id(step) for step in done]
-        stops = self._chain_rows(done[:d] for d in range(1, len(done) + 1))  # the walk so far, stopped at each depth
+        done_ids = [self._steps.id(step) for step in done]
+        stops = self._steps.rows(done[:d] for d in range(1, len(done) + 1))  # the walk so far, stopped at each depth
         goes, moves = [], []
         if len(done) < max_hops:
             chains = self._option_chains(options, done_ids, [done[-1][1]], max_hops - len(done) - 1, scorer)
@@ -206,7 +203,7 @@ class OfflinePolicy(Policy):
                 goes.append(block)
                 per_relation = len(block[1]) // len(relations)
                 moves += [(index, relation) for relation in relations for _ in range(per_relation)]
-        scores = scorer.rows(*_stacked([stops] + goes))
+        scores = scorer.rows(*stacked([stops] + goes))
         best_stop = int(np.argmax(scores[:len(done)]))  # the first (shallowest) of equal scores
         stop_score, margin = scores[best_stop], self.settings.tie_margin
         if goes:
@@ -228,121 +225,14 @@ class OfflinePolicy(Policy):
         return Stop([best_stop + 1])
 
     def _option_chains(self, options: list[TrajectoryOption], prefix: list[int], from_types: list[str], depth: int,
-                       scorer) -> list[tuple[list[str], tuple[np.ndarray, np.ndarray]]]:
+                       scorer: ChainScorer) -> list[tuple[list[str], tuple[np.ndarray, np.ndarray]]]:
         """Per option: its relations from `from_types` (`_relations`), and the chains that take the `prefix` steps, one
-        of those relations into the option's type, then each continuation of up to `depth` steps (`_fanned`)."""
+        of those relations into the option's type, then each continuation of up to `depth` steps (`fanned`)."""
         found = []
         for option in options:
             relations = self._relations(option, from_types, scorer.affinity)
-            firsts = [self._step_id((relation, option.type)) for relation in relations]
-            found.append((relations, _fanned(prefix, firsts, self._tail_rows(option.type, depth, scorer))))
-        return found
-
-    # -- vectors -----------------------------------------------------------------------------------------------
-    def warm(self) -> None:
-        """Embed the schema's step texts, shared label words and type words now, so that the first question does not
-        pay for them on its clock; they are kept across questions (`begin_question`)."""
-        self._crowded_steps()
-        self._shared_matrix()
-        self._type_vectors(sorted(set(self.schema) | {b for steps in self.schema.values() for _, b in steps}))
-        self._graph_texts = frozenset(self._vectors)
-
-    def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
-        """Every hop query this policy writes is a step's (`step_query`)."""
-        return sorted({step_query(relation, type_name) for relation, type_name in steps})
-
-    def begin_question(self, question: str) -> list[str]:
-        """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and
-        return the words this one's scorers will read first (`words_to_expect`)."""
-        with self._scorers_lock:
-            self._recent_scorers.clear()
-        self._vectors = {t: v for t, v in self._vectors.items() if t in self._graph_texts}
-        return self.words_to_expect(question)
-
-    def words_to_expect(self, question: str) -> list[str]:
-        """The content words outside the question's bracketed mentions that have no vector yet: what its scorers will
-        read once its anchors are known (their names are marked as mentions then), and the words of those names."""
-        return sorted({w for w, _ in question_words(question, "")} - CUE_WORDS - self._vectors.keys())
-
-    def prepare(self, question: str, anchor_names: list[str]) -> None:
-        """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
-        of short words costs about one short text; `words_to_expect` lets most of them ride with an earlier pass)."""
-        words = {w for name in anchor_names for w, _ in question_words(question, name)}
-        self._encode_missing(sorted(words - CUE_WORDS))
-
-    # -- scoring -----------------------------------------------------------------------------------------------
-    def _chain_arrays(self, ids: np.ndarray, anchor_types: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and each chain's
-        prior (`_compile`). The last few groups are memoized whole: on a schema-sized graph the same groups come back
-        question after question (an open vocabulary brings thousands of new chains per question, which a memo per
-        chain would cost as much to look up as to compile)."""
-        memo = len(ids) <= _GROUP_CHAINS
-        key = (ids.shape, ids.tobytes(), tuple(anchor_types)) if memo else None
-        found = self._groups.get(key) if memo else None
-        if found is None:
-            found = self._compile(ids, tuple(anchor_types))
-            if memo:
-                self._memoized += len(ids)
-                if self._memoized > _CHAINS_KEPT:
-                    self._groups.clear()  # starts afresh (one atomic step: questions may run concurrently)
-                    self._memoized = len(ids)
-                self._groups[key] = found
-        return found
-
-    def _chain_rows(self, chains: Iterable[Chain]) -> tuple[np.ndarray, np.ndarray]:
-        """Chains as rows of step ids padded with -1, and their lengths."""
-        chains = list(chains)
-        lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
-        rows = np.full((len(chains), int(lengths.max(initial=0))), -1, dtype=np.int64)
-        for row, chain in zip(rows, chains):
-            row[:len(chain)] = [self._step_id(step) for step in chain]
-        return rows, lengths
-
-    def _compile(self, ids: np.ndarray, anchor_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
-
-        Out and back: a step along the relation just taken, back to the type before it (actor -> movie -> actor is
-        "acted together"); both steps of the pair count. The prior: summed log-typicality of the steps, the first from
-        the anchor's most typical type (0 where unknown)."""
-        n, length = ids.shape
-        if length == 0:
-            return np.zeros((n, 0), dtype=bool), np.zeros(n)
-        relation = np.array(self._step_relation)[ids]
-        target = np.array(self._step_type)[ids]
-        anchor_type_ids = [self._type_number(t) for t in anchor_types]
-        back = np.zeros((n, length), dtype=bool)
-        if length > 1:
-            back[:, 1] = (relation[:, 0] == relation[:, 1]) & np.isin(target[:, 1], anchor_type_ids)
-            back[:, 2:] = (relation[:, 1:-1] == relation[:, 2:]) & (target[:, 2:] == target[:, :-2])
-        returning = back.copy()
-        returning[:, :-1] |= back[:, 1:]
-        step_list, priors = self._step_list, self._priors
-        first_ids, first_at = np.unique(ids[:, 0], return_inverse=True)
-        first = np.array([max((priors.get((t, *step_list[s]), 0.0) for t in anchor_types), default=0.0)
-                          for s in first_ids.tolist()])
-        total = first[first_at]
-        for k in range(1, length):  # (type before, step) pairs repeat across chains: look each up once
-            keys, at = np.unique(target[:, k - 1] * _PAIR_BASE + ids[:, k], return_inverse=True)
-            values = np.array([priors.get((self._type_names[key // _PAIR_BASE], *step_list[key % _PAIR_BASE]), 0.0)
-                               for key in keys.tolist()])
-            total = total + values[at.reshape(-1)]
-        return returning, total
-
-    def _step_id(self, step: tuple[str, str]) -> int:
-        """The number of a step (relation, type), given on first sight."""
-        found = self._step_ids.get(step)
-        if found is None:
-            found = self._step_ids[step] = len(self._step_list)
-            self._step_list.append(step)
-            self._step_relation.append(self._relation_numbers.setdefault(step[0], len(self._relation_numbers)))
-            self._step_type.append(self._type_number(step[1]))
-        return found
-
-    def _type_number(self, type_name: str) -> int:
-        found = self._type_numbers.get(type_name)
-        if found is None:
-            found = self._type_numbers[type_name] = len(self._type_names)
-            self._type_names.append(type_name)
+            firsts = [self._steps.id((relation, option.type)) for relation in relations]
+            found.append((relations, fanned(prefix, firsts, scorer.tails(option.type, depth))))
         return found
 
     def _relations(self, option: TrajectoryOption, from_types: list[str],
@@ -359,6 +249,83 @@ class OfflinePolicy(Policy):
         # an open-vocabulary graph may offer hundreds of phrasings into one type: the best-matching few are enough
         return sorted(typical or option.relations, key=lambda r: -affinity(r))[:self.settings.steps_per_type] or [""]
 
+    # -- hooks: vectors ahead of the clock ---------------------------------------------------------------------
+    def warm(self) -> None:
+        """Embed the schema's step texts, shared label words and type words now, so that the first question does not
+        pay for them on its clock; they are kept across questions (`begin_question`)."""
+        self._crowded_steps()
+        self._shared_matrix()
+        self._type_vectors(sorted(set(self.schema) | {b for steps in self.schema.values() for _, b in steps}))
+        self._graph_texts = frozenset(self._vectors)
+
+    def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
+        """Every hop query this policy writes is a step's (`step_query`)."""
+        return sorted({step_query(relation, type_name) for relation, type_name in steps})
+
+    def begin_question(self, question: str) -> list[str]:
+        """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and
+        return the words this one's scorers will read first (`words_to_expect`)."""
+        self._recent.clear()
+        self._vectors = {t: v for t, v in self._vectors.items() if t in self._graph_texts}
+        return self.words_to_expect(question)
+
+    def words_to_expect(self, question: str) -> list[str]:
+        """The content words outside the question's bracketed mentions that have no vector yet: what its scorers will
+        read once its anchors are known (their names are marked as mentions then), and the words of those names."""
+        return sorted({w for w, _ in question_words(question, "")} - CUE_WORDS - self._vectors.keys())
+
+    def prepare(self, question: str, anchor_names: list[str]) -> None:
+        """Encode in one batch the words the scorers of these anchors will read and that have no vector yet (a batch
+        of short words costs about one short text; `words_to_expect` lets most of them ride with an earlier pass)."""
+        words = {w for name in anchor_names for w, _ in question_words(question, name)}
+        self._encode_missing(sorted(words - CUE_WORDS))
+
+    # -- the scorer --------------------------------------------------------------------------------------------
+    def _scorer(self, question: str, anchor: AnchorOption) -> ChainScorer:
+        """The chain scorer of this question and anchor (the recent ones are reused: a question's ranking, confidence
+        check and reviews all ask for the same, and a walk from each of several anchors comes after every anchor's
+        ranking)."""
+        key = (question, anchor.name, tuple(anchor.types))
+        return self._recent.get(key, lambda: self._new_scorer(question, anchor))
+
+    def _new_scorer(self, question: str, anchor: AnchorOption) -> ChainScorer:
+        """The question read from this anchor, and the schema its chains follow (cut along crowded types)."""
+        reading = self._read(question, anchor)
+        cut = self._question_schema(reading.vectors)
+        schema, tails = (self.schema, self._tails) if cut is None else (cut, {})
+        return ChainScorer(reading, anchor.types, self.settings, self._vector, self._steps, self._groups,
+                           bool(self._priors), schema, tails)
+
+    def _read(self, question: str, anchor: AnchorOption) -> Reading:
+        """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
+        words that only describe the anchor, the relations the anchor's role and agency name, and the sharing cue."""
+        settings = self.settings
+        words = question_words(question, anchor.name, settings.right_offset)
+        sharing = sharing_cue(words)
+        words = [(w, d) for w, d in words if w not in CUE_WORDS]
+        if words:
+            self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
+        if words and anchor.types:
+            sims = self._vector([w for w, _ in words]) @ self._type_vectors(anchor.types).T
+            # "the director [X]" describes X; "director of [X]" asks for X's director
+            owned_by_mention = {m.group(1).lower() for m in _OF_MENTION.finditer(question)}
+            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
+                         and w not in owned_by_mention)
+                    for (w, d), s in zip(words, sims.max(axis=1))]
+            roles = [w for (w, _), keep in zip(words, role) if not keep]
+            words = [item for item, keep in zip(words, role) if keep]
+        else:
+            roles = []
+        role_relation = self._role_relation(roles, anchor.types)
+        agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
+        word_vectors = self._vector([w for w, _ in words]) if words else None
+        # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the
+        # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
+        repeated = [] if sharing else _repeated_words(words)
+        return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
+                       agent_relation)
+
+    # -- reading the question and the schema -------------------------------------------------------------------
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
         """The relation of the anchor's role in the question ("the director [X]"): the most frequent way out of
         the anchor type its role words name (role words are those close to one of the anchor's types)."""
@@ -385,28 +352,6 @@ class OfflinePolicy(Policy):
         if first - second < self.settings.order_margin:
             return None  # the verb fits two of the anchor's types about equally: no role to prefer
         return self._way_out(anchor_types[int(np.argmax(sims))])
-
-    def _tail_rows(self, type_name: str, depth: int, scorer) -> tuple[np.ndarray, np.ndarray]:
-        """All continuations of up to `depth` steps from a type along the schema, the empty one first, as rows of step
-        ids padded with -1 to `depth` and their lengths; built once per scorer (every trajectory into the type
-        extends the same tails).
-
-        Along a type with more than `steps_per_type` schema steps (an LLM-built graph has thousands of relation
-        phrasings) only the steps most like the question's words are followed (`scorer.schema`): the others explain
-        no word and cost the unsupported penalty, and following them all multiplies the chains by the vocabulary."""
-        key = (type_name, depth)
-        found = scorer.tail_rows.get(key)
-        if found is None:
-            rows, lengths = np.full((1, depth), -1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-            steps = scorer.schema.get(type_name, []) if depth > 0 else []
-            if steps:
-                tails = [self._tail_rows(next_type, depth - 1, scorer) for _, next_type in steps]
-                first = np.repeat(np.array([self._step_id(step) for step in steps], dtype=np.int64),
-                                  [len(below) for below, _ in tails])
-                rows = np.vstack([rows, np.hstack([first[:, None], np.vstack([below for below, _ in tails])])])
-                lengths = np.concatenate([lengths] + [below_lengths + 1 for _, below_lengths in tails])
-            found = scorer.tail_rows[key] = (rows, lengths)
-        return found
 
     def _crowded_steps(self) -> tuple[list[tuple[str, list[tuple[str, str]]]], np.ndarray, np.ndarray, np.ndarray]:
         """The types with more than `steps_per_type` schema steps, with their steps; those steps' distinct texts'
@@ -461,6 +406,7 @@ class OfflinePolicy(Policy):
             names.append(set(users))
         return names, support
 
+    # -- vectors -----------------------------------------------------------------------------------------------
     def _shared_matrix(self) -> np.ndarray:
         """The shared label words' vectors, in `_shared` order, built once (an open vocabulary shares thousands)."""
         if self._shared_vectors is None:
@@ -484,175 +430,263 @@ class OfflinePolicy(Policy):
         self._encode_missing(texts)
         return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
-    def _scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
-        """A function scoring many chains at once for this question and anchor (the recent ones are reused: a
-        question's ranking, confidence check and reviews all ask for the same, and a walk from each of several anchors
-        comes after every anchor's ranking)."""
-        key = (question, anchor.name, tuple(anchor.types))
-        recent = self._recent_scorers
-        scorer = recent.get(key)
-        if scorer is None:
-            scorer = self._new_scorer(question, anchor)
-            with self._scorers_lock:  # questions may run in threads
-                recent[key] = scorer
-                while len(recent) > RECENT_SCORERS:
-                    del recent[next(iter(recent))]  # the oldest
-        return scorer
 
-    def _new_scorer(self, question: str, anchor: AnchorOption) -> Callable[[list[Chain]], np.ndarray]:
+@dataclass(frozen=True)
+class Reading:
+    """What a question says, read from one anchor's mention: what the chain score's terms compare chains with."""
+
+    words: list[tuple[str, float]]  # content words (no cue or role word) and their distances from the mention
+    vectors: np.ndarray | None  # their vectors, words x dimensions (None: no content word)
+    sharing: bool  # a sharing cue ("also", "co-", "same"): the answer shares a neighbour with the anchor
+    repeated: list[list[int]]  # the places of each word said more than once (none under a sharing cue)
+    shared: tuple[list[set[str]], np.ndarray] | None  # shared label words' support (OfflinePolicy._shared_support)
+    role_relation: str | None  # the way out the anchor's role names ("the director [X]": directed_by)
+    agent_relation: str | None  # the way out the anchor's agency names ("the films acted by [X]": starred_actors)
+
+
+@dataclass
+class ChainGroup:
+    """Chains of one length, as the score's terms read them."""
+
+    length: int
+    sims: np.ndarray  # words x chains x steps: each word's similarity to each step (`ChainScorer.similarities`)
+    best_step: np.ndarray  # words x chains: the step explaining the word (-1: none, a repeat no further step fits)
+    credit: np.ndarray  # words x chains: how well that step explains it
+    owned: np.ndarray  # steps x words x chains: the step explains the word
+    supported: np.ndarray  # steps x chains: the step explains a word, a sharing cue or the anchor's role
+    returning: np.ndarray  # steps x chains: the step is part of an out-and-back pair (`compile_chains`)
+    priors: np.ndarray  # per chain, its steps' summed log-typicality (`compile_chains`)
+    first_relations: np.ndarray  # per chain, its first step's relation number
+    leaves_by_role: np.ndarray | None  # per chain, whether it leaves by the role's way out (None: no role word)
+    placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
+
+
+class ChainScorer:
+    """The chain score of one question from one anchor (the module docstring's formula): `rows` sums one method per
+    term, `explained - step_cost` and then `TERMS` in order, each term's weight a field of `OfflineConfig`."""
+
+    def __init__(self, reading: Reading, anchor_types: list[str], settings: OfflineConfig,
+                 vector: Callable[[Sequence[str]], np.ndarray], numbers: StepNumbers, groups: CompiledGroups,
+                 has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo):
+        self.reading = reading
+        self.anchor_types = anchor_types
+        self.settings = settings
+        self._vector = vector
+        self._numbers = numbers
+        self._groups = groups
+        self._has_priors = has_priors
+        # the schema the chains follow: cut to the question's steps along crowded types (OfflinePolicy._question_schema)
+        self.schema = schema
+        self._tails = tails
+        self.distance = np.array([d for _, d in reading.words], dtype=float)  # per word, from the mention
+        self._affinities: dict[str, float] = {}  # a walk's every review orders the same relations again
+
+    def __call__(self, chains: list[Chain]) -> np.ndarray:
+        """Scores of chains given as steps."""
+        return self.rows(*self._numbers.rows(chains))
+
+    def rows(self, chain_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Scores of chains given as rows of step ids (padded with -1) and their lengths (without a content word,
+        only `step_cost` tells chains apart)."""
+        if self.reading.vectors is None:
+            return np.where(lengths > 0, -self.settings.step_cost * lengths, -np.inf)
+        scores = np.full(len(lengths), -np.inf)
+        for members, group in self.groups(chain_ids, lengths):
+            total = self.explained(group) - self.step_cost(group)
+            for sign, term in self.TERMS:  # in place, in this order: each sum rounds as it always has
+                value = term(self, group)
+                if value is not None:
+                    if sign > 0:
+                        total += value
+                    else:
+                        total -= value
+            scores[members] = total
+        return scores
+
+    # -- the terms (None: the term does not apply to these chains) ---------------------------------------------
+    def explained(self, group: ChainGroup) -> np.ndarray:
+        """Explained words: each word's credit from the step explaining it best (a cosine each, no weight)."""
+        return group.credit.sum(axis=0)
+
+    def step_cost(self, group: ChainGroup) -> float:
+        """`step_cost` per step: a longer chain must explain more words to win."""
+        return self.settings.step_cost * group.length
+
+    def role_bonus(self, group: ChainGroup) -> np.ndarray | None:
+        """`role_bonus` for leaving by the way out the anchor's role names ("the director [X]": directed by)."""
+        if group.leaves_by_role is None:
+            return None
+        return self.settings.role_bonus * group.leaves_by_role
+
+    def unsupported(self, group: ChainGroup) -> np.ndarray:
+        """`unsupported` when some step explains no word best (nor a sharing cue, nor the anchor's role)."""
+        return self.settings.unsupported * (~group.supported).any(axis=0)
+
+    def agent_cost(self, group: ChainGroup) -> np.ndarray | None:
+        """`agent_cost` for leaving other than by the way out a passive verb names ("the films acted by [X]")."""
+        if self.reading.agent_relation is None:
+            return None
+        agent = self._numbers.relation_numbers.get(self.reading.agent_relation, -1)
+        return self.settings.agent_cost * (group.first_relations != agent)
+
+    def order_cost(self, group: ChainGroup) -> np.ndarray | None:
+        """`order_cost` per inversion: a step nearer the anchor whose placed words sit farther from the mention."""
+        if group.length <= 1:
+            return None
+        placed_counts = group.placed.sum(axis=1)
+        means = (group.placed * self.distance[None, :, None]).sum(axis=1) / np.maximum(placed_counts, 1)
+        means = np.where(placed_counts > 0, means, np.nan)
+        return self.settings.order_cost * _inversions(means)
+
+    def nearest_cost(self, group: ChainGroup) -> np.ndarray | None:
+        """`nearest_cost` when the placed word nearest the mention is not the first step's ("which person wrote the
+        films acted by [X]": acting first)."""
+        if group.length <= 1 or not self.settings.nearest_cost:
+            return None
+        placed = group.placed
+        reach = np.where(placed.any(axis=0), self.distance[:, None], np.inf)  # words x chains
+        nearest = reach.argmin(axis=0)
+        misplaced = np.isfinite(reach.min(axis=0)) & ~placed[0, nearest, np.arange(placed.shape[2])]
+        return self.settings.nearest_cost * misplaced
+
+    def returns(self, group: ChainGroup) -> np.ndarray | None:
+        """`sharing_bonus` (with a sharing cue: "co-starred") or else `return_prior` for an out-and-back chain (actor
+        -> movie -> actor)."""
+        if group.length <= 1:
+            return None
+        returns = group.returning.any(axis=0).astype(float)
         settings = self.settings
-        words = question_words(question, anchor.name, settings.right_offset)
-        sharing = sharing_cue(words)
-        words = [(w, d) for w, d in words if w not in CUE_WORDS]
-        if words:
-            self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
-        if words and anchor.types:
-            sims = self._vector([w for w, _ in words]) @ self._type_vectors(anchor.types).T
-            # "the director [X]" describes X; "director of [X]" asks for X's director
-            owned_by_mention = {m.group(1).lower() for m in _OF_MENTION.finditer(question)}
-            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
-                         and w not in owned_by_mention)
-                    for (w, d), s in zip(words, sims.max(axis=1))]
-            roles = [w for (w, _), keep in zip(words, role) if not keep]
-            words = [item for item, keep in zip(words, role) if keep]
-        else:
-            roles = []
-        role_relation = self._role_relation(roles, anchor.types)
-        agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
-        word_vectors = self._vector([w for w, _ in words]) if words else None
-        distance = np.array([d for _, d in words], dtype=float)
-        # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the anchor:
-        # then it names that neighbour twice ("the director of [X] is also the director of which films")
-        repeated = [] if sharing else _repeated_words(words)
-        shared = self._shared_support(word_vectors)
+        return (settings.sharing_bonus if self.reading.sharing else settings.return_prior) * returns
 
-        def similarities(steps: list[tuple[str, str]]) -> np.ndarray:
-            """words x steps: each word's best cosine with the step's relation or type phrase or any single word of
-            them, so a synonym of one label word ("team" for `plays_in_club`'s "club") is not diluted by the rest."""
-            texts = [step_texts(r, t) for r, t in steps]
-            # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
-            distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
-            slots = [distinct[text] for group in texts for text in group]
-            starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
-            sims = np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
-            if shared is not None:  # "play" supports every `plays ...` step alike
-                names, support = shared
-                uses = np.array([[r in users for users in names] for r, _ in steps], dtype=bool)  # steps x words
-                lifted = np.where(uses[None], support[:, None, :], -np.inf).max(axis=2)  # words x steps
-                sims = np.maximum(sims, lifted)
-            return sims
+    def typicality(self, group: ChainGroup) -> np.ndarray | None:
+        """`typicality` times the steps' summed log-typicality (0 for a relation's dominant reading)."""
+        if not (self.settings.typicality and self._has_priors):
+            return None
+        return self.settings.typicality * group.priors
 
-        def rows(chain_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-            """Scores of chains given as rows of step ids (padded with -1) and their lengths."""
-            if word_vectors is None:
-                return np.where(lengths > 0, -settings.step_cost * lengths, -np.inf)
-            scores = np.full(len(lengths), -np.inf)
-            groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
-            if not groups:
-                return scores
-            facts = {}
-            for length, members in groups.items():
-                group_ids = np.ascontiguousarray(chain_ids[members, :length])
-                facts[length] = (group_ids, *self._chain_arrays(group_ids, anchor.types))
-            # the distinct steps of these chains, and each chain step's place among them
-            every_step = np.concatenate([ids.ravel() for ids, _, _ in facts.values()])
-            used, inverse = np.unique(every_step, return_inverse=True)
-            step_sims = similarities([self._step_list[i] for i in used.tolist()])
-            offset = 0
-            for length, members in groups.items():
-                ids, returning, priors = facts[length]
-                index = inverse[offset:offset + ids.size].reshape(ids.shape)
-                offset += ids.size
-                sims = step_sims[:, index]  # words x chains x steps
-                best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
-                for group in repeated:
-                    _spread_repeats(sims[group[0]], group, best_step, credit, settings.confident_similarity)
-                total = credit.sum(axis=0) - settings.step_cost * length
-                owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
-                counts = owned.sum(axis=1)
-                returning = returning.T  # steps x chains
-                # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
-                supported = (counts > 0) | (returning & sharing)
-                first_relations = np.array(self._step_relation)[ids[:, 0]]  # relation numbers
-                if role_relation is not None:  # "the director [X]": X's directing is the way out
-                    leaves_by_role = first_relations == self._relation_numbers.get(role_relation, -1)
-                    supported[0] |= leaves_by_role
-                    total += settings.role_bonus * leaves_by_role
-                total -= settings.unsupported * (~supported).any(axis=0)
-                if agent_relation is not None:  # "the films acted by [X]": X's acting is the way out
-                    total -= settings.agent_cost * (first_relations != self._relation_numbers.get(agent_relation, -1))
-                if length > 1:
-                    # only words one step clearly explains best say where that step sits in the sentence
-                    top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
-                    placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
-                    placed_counts = placed.sum(axis=1)
-                    means = (placed * distance[None, :, None]).sum(axis=1) / np.maximum(placed_counts, 1)
-                    means = np.where(placed_counts > 0, means, np.nan)
-                    total -= settings.order_cost * _inversions(means)
-                    if settings.nearest_cost:
-                        reach = np.where(placed.any(axis=0), distance[:, None], np.inf)  # words x chains
-                        nearest = reach.argmin(axis=0)
-                        misplaced = np.isfinite(reach.min(axis=0)) & ~placed[0, nearest, np.arange(len(members))]
-                        total -= settings.nearest_cost * misplaced
-                    returns = returning.any(axis=0).astype(float)
-                    total += (settings.sharing_bonus if sharing else settings.return_prior) * returns
-                if settings.typicality and self._priors:
-                    total += settings.typicality * priors
-                scores[members] = total
-            return scores
+    # after `explained - step_cost`, the terms in the order they are summed: (+1 added, -1 subtracted, function)
+    TERMS = ((+1, role_bonus), (-1, unsupported), (-1, agent_cost), (-1, order_cost), (-1, nearest_cost),
+             (+1, returns), (+1, typicality))
 
-        affinities: dict[str, float] = {}  # a walk's every review orders the same relations again
+    # -- what the terms read -----------------------------------------------------------------------------------
+    def groups(self, chain_ids: np.ndarray, lengths: np.ndarray) -> Iterable[tuple[np.ndarray, ChainGroup]]:
+        """The chains of each length (their places among the rows, and the group); the question must have content
+        words. Each distinct step's similarities are computed once for all of them."""
+        reading, settings = self.reading, self.settings
+        groups = {length: np.flatnonzero(lengths == length) for length in np.unique(lengths[lengths > 0]).tolist()}
+        if not groups:
+            return
+        facts = {}
+        for length, members in groups.items():
+            group_ids = np.ascontiguousarray(chain_ids[members, :length])
+            facts[length] = (group_ids, *self._groups.get(group_ids, self.anchor_types))
+        # the distinct steps of these chains, and each chain step's place among them
+        every_step = np.concatenate([ids.ravel() for ids, _, _ in facts.values()])
+        used, inverse = np.unique(every_step, return_inverse=True)
+        step_sims = self.similarities([self._numbers.steps[i] for i in used.tolist()])
+        offset = 0
+        for length, members in groups.items():
+            ids, returning, priors = facts[length]
+            index = inverse[offset:offset + ids.size].reshape(ids.shape)
+            offset += ids.size
+            sims = step_sims[:, index]  # words x chains x steps
+            best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
+            for repeats in reading.repeated:
+                _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.confident_similarity)
+            owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
+            counts = owned.sum(axis=1)
+            returning = returning.T  # steps x chains
+            # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
+            supported = (counts > 0) | (returning & reading.sharing)
+            first_relations = np.array(self._numbers.relation)[ids[:, 0]]  # relation numbers
+            leaves_by_role = None
+            if reading.role_relation is not None:  # "the director [X]": X's directing is the way out
+                leaves_by_role = first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
+                supported[0] |= leaves_by_role
+            placed = None
+            if length > 1:
+                # only words one step clearly explains best say where that step sits in the sentence
+                top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
+                placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
+            yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
+                                      first_relations, leaves_by_role, placed)
 
-        def affinity(relation: str) -> float:
-            """How well the relation's own words match the question's best word (orders tied choices)."""
-            if word_vectors is None:
-                return 0.0
-            found = affinities.get(relation)
-            if found is None:
-                found = affinities[relation] = float(
-                    (word_vectors @ self._vector([label_words(relation) or relation])[0]).max())
-            return found
+    def similarities(self, steps: list[tuple[str, str]]) -> np.ndarray:
+        """words x steps: each word's best cosine with the step's relation or type phrase or any single word of them,
+        so a synonym of one label word ("team" for `plays_in_club`'s "club") is not diluted by the rest; a word naming
+        a label word several relations share supports each of their steps alike (`shared_word_similarity`)."""
+        word_vectors = self.reading.vectors
+        texts = [step_texts(r, t) for r, t in steps]
+        # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
+        distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
+        slots = [distinct[text] for group in texts for text in group]
+        starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
+        sims = np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
+        if self.reading.shared is not None:  # "play" supports every `plays ...` step alike
+            names, support = self.reading.shared
+            uses = np.array([[r in users for users in names] for r, _ in steps], dtype=bool)  # steps x words
+            lifted = np.where(uses[None], support[:, None, :], -np.inf).max(axis=2)  # words x steps
+            sims = np.maximum(sims, lifted)
+        return sims
 
-        def best_match(steps: list[tuple[str, str]]) -> float | None:
-            """The highest similarity between any question word and any of the steps (None without content words)."""
-            if word_vectors is None or not steps:
-                return None
-            return float(similarities(steps).max())
+    def affinity(self, relation: str) -> float:
+        """How well the relation's own words match the question's best word (orders tied choices)."""
+        if self.reading.vectors is None:
+            return 0.0
+        found = self._affinities.get(relation)
+        if found is None:
+            found = self._affinities[relation] = float(
+                (self.reading.vectors @ self._vector([label_words(relation) or relation])[0]).max())
+        return found
 
-        def score(chains: list[Chain]) -> np.ndarray:
-            return rows(*self._chain_rows(chains))
+    def best_match(self, steps: list[tuple[str, str]]) -> float | None:
+        """The highest similarity between any question word and any of the steps (None without content words)."""
+        if self.reading.vectors is None or not steps:
+            return None
+        return float(self.similarities(steps).max())
 
-        score.rows = rows
-        score.affinity = affinity
-        score.best_match = best_match
-        cut = self._question_schema(word_vectors)
-        score.schema, score.tail_rows = (self.schema, self._tail_rows_memo) if cut is None else (cut, {})
-        return score
+    def tails(self, type_name: str, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """All continuations of up to `depth` steps from a type along `schema` (`chain_cache.tail_rows`).
+
+        Along a type with more than `steps_per_type` schema steps (an LLM-built graph has thousands of relation
+        phrasings) only the steps most like the question's words are followed: the others explain no word and cost
+        the unsupported penalty, and following them all multiplies the chains by the vocabulary."""
+        return tail_rows(type_name, depth, self.schema, self._tails, self._numbers)
 
 
-def _fanned(prefix: list[int], firsts: list[int], tails: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Chains that take the `prefix` steps, then one of the `firsts`, then each tail (rows of step ids padded with -1,
-    and lengths); ordered first step by first step, as a loop over them and then over the tails would list them."""
-    rows, lengths = tails
-    width = len(prefix) + 1
-    out = np.empty((len(firsts), len(rows), width + rows.shape[1]), dtype=np.int64)  # first step x tail x step
-    out[:, :, :len(prefix)] = prefix
-    out[:, :, len(prefix)] = np.array(firsts, dtype=np.int64)[:, None]
-    out[:, :, width:] = rows
-    out_lengths = np.empty((len(firsts), len(rows)), dtype=np.int64)
-    out_lengths[:] = lengths + width
-    return out.reshape(-1, out.shape[2]), out_lengths.ravel()
+_PAIR_BASE = 1 << 32  # (type number, step id) as one int64 key: both stay far below 2**31
 
 
-def _stacked(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Blocks of chain rows as one matrix, padded with -1 to the widest, and their lengths (in block order)."""
-    width = max((rows.shape[1] for rows, _ in blocks), default=0)
-    out = np.full((sum(len(rows) for rows, _ in blocks), width), -1, dtype=np.int64)
-    start = 0
-    for rows, _ in blocks:
-        out[start:start + len(rows), :rows.shape[1]] = rows
-        start += len(rows)
-    return out, np.concatenate([lengths for _, lengths in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+def compile_chains(ids: np.ndarray, anchor_types: tuple[str, ...], numbers: StepNumbers,
+                   priors: dict[tuple[str, str, str], float]) -> tuple[np.ndarray, np.ndarray]:
+    """For chains of one length (rows of step ids): which steps are part of an out-and-back pair, and the prior.
+
+    Out and back: a step along the relation just taken, back to the type before it (actor -> movie -> actor is
+    "acted together"); both steps of the pair count. The prior: summed log-typicality of the steps, the first from
+    the anchor's most typical type (0 where unknown)."""
+    n, length = ids.shape
+    if length == 0:
+        return np.zeros((n, 0), dtype=bool), np.zeros(n)
+    relation = np.array(numbers.relation)[ids]
+    target = np.array(numbers.type)[ids]
+    anchor_type_ids = [numbers.type_number(t) for t in anchor_types]
+    back = np.zeros((n, length), dtype=bool)
+    if length > 1:
+        back[:, 1] = (relation[:, 0] == relation[:, 1]) & np.isin(target[:, 1], anchor_type_ids)
+        back[:, 2:] = (relation[:, 1:-1] == relation[:, 2:]) & (target[:, 2:] == target[:, :-2])
+    returning = back.copy()
+    returning[:, :-1] |= back[:, 1:]
+    step_list = numbers.steps
+    first_ids, first_at = np.unique(ids[:, 0], return_inverse=True)
+    first = np.array([max((priors.get((t, *step_list[s]), 0.0) for t in anchor_types), default=0.0)
+                      for s in first_ids.tolist()])
+    total = first[first_at]
+    for k in range(1, length):  # (type before, step) pairs repeat across chains: look each up once
+        keys, at = np.unique(target[:, k - 1] * _PAIR_BASE + ids[:, k], return_inverse=True)
+        values = np.array([priors.get((numbers.type_names[key // _PAIR_BASE], *step_list[key % _PAIR_BASE]), 0.0)
+                           for key in keys.tolist()])
+        total = total + values[at.reshape(-1)]
+    return returning, total
 
 
 def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
