@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,6 +13,7 @@ import numpy as np
 from kgr.embed import Encoder, PhraseCache, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
+from kgr.lexicon import NAME_WORD
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k
 
@@ -49,9 +49,6 @@ class MentionMatch:
         return (f"mention {self.mention!r} matches no entity: no name is spelled so, and the nearest,"
                 f" {self.nearest!r}, is at cosine {self.similarity:.2f} < anchors.min_similarity {self.floor:g};"
                 f" it anchors nothing")
-
-
-_WORDS = re.compile(r"[^\W_]+")
 
 
 class GraphStore:
@@ -180,7 +177,7 @@ class GraphStore:
         texts = self.passages if self.passages else [(text,) for text in self.relationship_texts]
         padded, postings = [], {}
         for i, parts in enumerate(texts):
-            words = [_WORDS.findall(part.casefold()) for part in parts]
+            words = [NAME_WORD.findall(part.casefold()) for part in parts]
             padded.append(f" {' | '.join(' '.join(w) for w in words)} ")  # no phrase runs from a title into its text
             for word in {w for part in words for w in part}:
                 postings.setdefault(word, []).append(i)
@@ -199,7 +196,7 @@ class GraphStore:
         0.91, "country" (199 passages) 0.30.
         """
         padded, postings = self._word_postings
-        words = _WORDS.findall(name.casefold())
+        words = NAME_WORD.findall(name.casefold())
         if not words or not padded:
             return 1.0
         lists = sorted((postings.get(w, []) for w in set(words)), key=len)

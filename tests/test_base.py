@@ -1,10 +1,11 @@
-"""What every method shares (kgr.methods.base): reading a question's mentions."""
+"""Reading a question's mentions: `Query` (kgr.methods.base), marking names and offered alternatives (kgr.lexicon)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kgr.methods.base import Query, mark_names, offered_alternatives
+from kgr.lexicon import mark_names, offered_alternatives
+from kgr.methods.base import Query
 
 
 @pytest.mark.parametrize("text, names, marked", [

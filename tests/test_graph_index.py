@@ -11,7 +11,8 @@ from conftest import RecordingEncoder, SettledEncoder
 
 from kgr.embed import PhraseCache, TextVectors
 from kgr.graph import normalize_name
-from kgr.methods.graph_index import _CHUNK, _WORD, PlanIndex, _bounded, content_tokens
+from kgr.lexicon import CHUNK, WORD, bounded, content_tokens
+from kgr.methods.graph_index import PlanIndex
 
 NAMES = ["Paris", "Paris Hilton", "Hilton", "New York", "New York City", "York", "C.S. Lewis", "Ǆemal Bijedić",
          "Straße", "the", "U.S.", "Jean-Paul Sartre", "Sartre", "a   b"]
@@ -30,15 +31,15 @@ def index_over(names: list[str], labels: tuple[str, ...] = ()) -> PlanIndex:
 
 def find_names_by_definition(index: PlanIndex, text: str) -> list[tuple[int, int, str]]:
     """Every word or chunk start against every word or chunk end, then the longest non-overlapping matches."""
-    starts = sorted({m.start() for m in _WORD.finditer(text)} | {m.start() for m in _CHUNK.finditer(text)})
-    ends = sorted({m.end() for m in _WORD.finditer(text)} | {m.end() for m in _CHUNK.finditer(text)})
+    starts = sorted({m.start() for m in WORD.finditer(text)} | {m.start() for m in CHUNK.finditer(text)})
+    ends = sorted({m.end() for m in WORD.finditer(text)} | {m.end() for m in CHUNK.finditer(text)})
     names, found = index.store.name_index, []
     for s in starts:
         for e in ends:
             if e <= s or e - s > index.max_name_chars:
                 continue
             key = normalize_name(text[s:e])
-            if key in names and content_tokens(key) and _bounded(text, s, e):
+            if key in names and content_tokens(key) and bounded(text, s, e):
                 found.append((s, e, index.store.names[names[key][0]]))
     chosen: list[tuple[int, int, str]] = []
     for s, e, name in sorted(found, key=lambda f: (f[0] - f[1], f[0])):

@@ -14,9 +14,9 @@ import zlib
 import numpy as np
 import pytest
 
+from kgr.lexicon import OFFLINE_STOP_WORDS
 from kgr.methods.dotrag.chain_cache import stacked
-from kgr.methods.dotrag.offline import (STOP_WORDS, ChainScorer, OfflinePolicy, question_words, sharing_cue,
-                                         step_query)
+from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, question_words, sharing_cue, step_query
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -136,7 +136,7 @@ def test_stop_words_are_never_content_words():
     text = "what is the language of the movies that were directed by [X] and in which they had been"
     words = dict(question_words(text, "X"))
     assert set(words) == {"language", "movies", "directed"}
-    assert not set(words) & STOP_WORDS
+    assert not set(words) & OFFLINE_STOP_WORDS
 
 
 def test_sharing_cue():

@@ -22,6 +22,7 @@ from kgr.errors import KgrError
 from kgr.evaluate.questions import Question
 from kgr.methods.records import same_question
 from kgr.graph import normalize_name
+from kgr.lexicon import whole_word
 
 DEFAULT_KS = (2, 5, 10)
 
@@ -140,7 +141,7 @@ def answers_in_context(context: str, answers: Iterable[str]) -> float:
     text = normalize(context)
     names = {normalize(a) for a in answers}
     # Whole-word matching, so a short answer ("Up") is not found inside another word ("Upside").
-    found = sum(1 for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text))
+    found = sum(1 for n in names if re.search(whole_word(n), text))
     return found / len(names) if names else 0.0
 
 

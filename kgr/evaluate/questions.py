@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgr.errors import InputError, UsageError
+from kgr.lexicon import MENTION
 
 FORMATS = ("metaqa", "jsonl")
 
-_BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 _HOP_NAME = re.compile(r"(?:^|[^0-9a-z])(\d+)-?hops?(?:$|[^a-z])", re.IGNORECASE)
 
 
@@ -76,7 +76,7 @@ def load_metaqa(
         text, tab, answer_text = line.partition("\t")
         if not tab:
             raise InputError(path, "expected `question<TAB>answer1|answer2`", lineno)
-        anchors = [a.strip() for a in _BRACKETED.findall(text)]
+        anchors = [a.strip() for a in MENTION.findall(text)]
         if not anchors or not all(anchors):
             raise InputError(path, "question has no [bracketed] topic entity", lineno)
         answers = _dedupe(a.strip() for a in answer_text.split("|"))

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import bisect
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar, Protocol, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from kgr.config import Config
+from kgr.lexicon import MENTION
 from kgr.project import Project
 from kgr.store import GraphStore
 
@@ -23,10 +20,6 @@ if TYPE_CHECKING:
 
 POLICIES = ("offline", "random")
 TIMED_STAGES = ("plan", "retrieve")  # stages whose questions are timed: their context is warmed when made
-_MENTION = re.compile(r"\[([^\[\]]+)\]")
-# a run of mentions joined by commas or "or": "who was born first, [A] or [B]?", "[A], [B] or [C]"
-_MENTION_RUN = re.compile(r"\[[^\[\]]+\](?:(?:\s*,\s*|\s*,?\s+or\s+)\[[^\[\]]+\])+", re.IGNORECASE)
-_OR = re.compile(r"\]\s*,?\s+or\s+\[", re.IGNORECASE)
 
 
 @dataclass
@@ -39,58 +32,11 @@ class Query:
     @property
     def plain(self) -> str:
         """The text without mention brackets."""
-        return " ".join(_MENTION.sub(r"\1", self.text).split())
+        return " ".join(MENTION.sub(r"\1", self.text).split())
 
     @property
     def mentions(self) -> list[str]:
-        return [m.strip() for m in _MENTION.findall(self.text)]
-
-
-_ALNUM = re.compile(r"[0-9A-Za-z]+")
-
-
-def name_spans(text: str, names: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Per name, where it first occurs in `text` as whole words (any case, any punctuation between its words), with
-    the punctuation the name itself starts or ends with when the text has it there; None where it does not occur."""
-    words = list(_ALNUM.finditer(text))
-    joined = " " + " ".join(w.group(0).lower() for w in words) + " "
-    starts = np.cumsum([0] + [len(w.group(0)) + 1 for w in words[:-1]]).tolist()  # each word's offset in `joined`
-    spans: list[tuple[int, int] | None] = []
-    for name in names:
-        parts = _ALNUM.findall(name)
-        at = joined.find(f" {' '.join(parts).lower()} ") if parts else -1
-        if at < 0:
-            spans.append(None)
-            continue
-        first = bisect.bisect_left(starts, at)
-        start, end = words[first].start(), words[first + len(parts) - 1].end()
-        lead, trail = re.match(r"[^0-9A-Za-z]*", name).group(0), re.search(r"[^0-9A-Za-z]*$", name).group(0)
-        start -= len(lead) if lead and text[max(0, start - len(lead)):start] == lead else 0
-        end += len(trail) if trail and text[end:end + len(trail)] == trail else 0
-        spans.append((start, end))
-    return spans
-
-
-def mark_names(text: str, names: Sequence[str]) -> str:
-    """`text` with the first occurrence of each of `names` (as `name_spans` finds it) replaced by the name in brackets,
-    as a mention; a longer name wins over one it overlaps."""
-    names = sorted((n for n in names if "[" not in n and "]" not in n), key=len, reverse=True)
-    chosen: list[tuple[int, int, str]] = []
-    for name, span in zip(names, name_spans(text, names)):
-        if span and all(span[1] <= s or span[0] >= e for s, e, _ in chosen):
-            chosen.append((*span, name))
-    for start, end, name in sorted(chosen, reverse=True):
-        text = f"{text[:start]}[{name}]{text[end:]}"
-    return text
-
-
-def offered_alternatives(question: str) -> list[str]:
-    """The mentions a question offers as the answer's alternatives ("who was born first, [A] or [B]?"), in order.
-
-    The answer to such a question is one of its anchors, which every method otherwise leaves out of its entities
-    (a question's own entities are not what it asks for)."""
-    return list(dict.fromkeys(m.strip() for run in _MENTION_RUN.finditer(question) if _OR.search(run.group())
-                              for m in _MENTION.findall(run.group())))
+        return [m.strip() for m in MENTION.findall(self.text)]
 
 
 @dataclass

@@ -7,7 +7,6 @@ Built once per store (`plan_index`) and shared by every method instance over it.
 from __future__ import annotations
 
 import bisect
-import re
 import threading
 import weakref
 from collections import Counter
@@ -18,29 +17,12 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name, relation_words
+from kgr.lexicon import CHUNK, NON_WORD, PARENTHESIS, WORD, bounded, content_tokens
 from kgr.ranking import top_k
 from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
     from kgr.config import CsragConfig
-
-_WORD = re.compile(r"\w+")
-_CHUNK = re.compile(r"\S+")
-_NON_WORD = re.compile(r"\W")
-_PARENTHESIS = re.compile(r"\s*\([^()]*\)")
-STOPWORDS = frozenset(
-    "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
-    "who whom whose why how with s".split()
-)
-
-
-def tokens(text: str) -> list[str]:
-    return [t for t in _WORD.findall(text.casefold())]
-
-
-def content_tokens(text: str) -> set[str]:
-    return {t for t in tokens(text) if t not in STOPWORDS}
-
 
 class PlanIndex:
     """Incidence lists, name lookups and relation-label vectors of one store (built once, shared)."""
@@ -156,7 +138,7 @@ class PlanIndex:
             if self._titles is None:
                 titles: dict[str, list[int]] = {}
                 for pid, (title, _) in enumerate(self.store.passages):
-                    key = normalize_name(_PARENTHESIS.sub("", title))
+                    key = normalize_name(PARENTHESIS.sub("", title))
                     if key:
                         titles.setdefault(key, []).append(pid)
                 self._titles = titles
@@ -251,12 +233,12 @@ class PlanIndex:
         with self._lock:
             if self._name_prefixes is None:
                 self._name_prefixes = frozenset(name[:m.start()] for name in self.store.name_index
-                                                for m in _NON_WORD.finditer(name) if m.start())
+                                                for m in NON_WORD.finditer(name) if m.start())
         return self._name_prefixes
 
     def find_names(self, text: str) -> list[tuple[int, int, str]]:
         """Entity names occurring in `text` as whole words: longest non-overlapping (start, end, name) in order."""
-        pieces = [*_WORD.finditer(text), *_CHUNK.finditer(text)]
+        pieces = [*WORD.finditer(text), *CHUNK.finditer(text)]
         starts = sorted({m.start() for m in pieces})
         ends = sorted({m.end() for m in pieces})
         found = []
@@ -266,7 +248,7 @@ class PlanIndex:
                 if e - s > self.max_name_chars:
                     break
                 key = normalize_name(text[s:e])
-                if key in names and content_tokens(key) and _bounded(text, s, e):
+                if key in names and content_tokens(key) and bounded(text, s, e):
                     found.append((s, e, self.store.names[names[key][0]]))
                 # a longer span's key is this one's and then a non-word character (a span ends where a word or a
                 # chunk does): a name it could be has this key among its prefixes
@@ -316,13 +298,6 @@ def _label_follows(store: GraphStore, min_edges: int, min_share: float) -> tuple
         return (count >= min_edges) & (count >= min_share * edges)
 
     return often(tails, heads), often(heads, tails)
-
-
-def _bounded(text: str, start: int, end: int) -> bool:
-    """No word character continues the match on either side."""
-    before = text[start - 1] if start > 0 else " "
-    after = text[end] if end < len(text) else " "
-    return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
 
 
 _INDEXES: "weakref.WeakKeyDictionary[GraphStore, PlanIndex]" = weakref.WeakKeyDictionary()

@@ -26,7 +26,8 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
-from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch, mark_names, offered_alternatives
+from kgr.lexicon import mark_names, offered_alternatives
+from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch
 from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
 from kgr.methods.graph_index import PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages

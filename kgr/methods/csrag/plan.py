@@ -50,7 +50,8 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.methods.graph_index import _PARENTHESIS, _WORD, PlanIndex, content_tokens, plan_index, tokens
+from kgr.lexicon import MENTION, PARENTHESIS, WORD, content_tokens, tokens, whole_word
+from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
@@ -190,7 +191,7 @@ def anchor_mentions(index: PlanIndex, query: "Query", settings: "CsragConfig",
     entity than `floor`."""
     plain = query.plain
     if query.mentions:
-        residual = re.sub(r"\[[^\[\]]+\]", " ", query.text)
+        residual = MENTION.sub(" ", query.text)
         return query.mentions, " ".join(residual.split()), []
     found = index.find_names(plain)
     if found:
@@ -207,7 +208,7 @@ def anchor_mentions(index: PlanIndex, query: "Query", settings: "CsragConfig",
     name = store.names[eid]
     # the words the name covers, from the first to the last, are the mention
     wanted = content_tokens(name)
-    covered = [m for m in _WORD.finditer(plain) if m.group().casefold() in wanted]
+    covered = [m for m in WORD.finditer(plain) if m.group().casefold() in wanted]
     spans = [(covered[0].start(), covered[-1].end())] if covered else []
     if how is None:
         words = plain[spans[0][0]:spans[0][1]] if spans else plain
@@ -224,7 +225,7 @@ def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
     parts, last = [], 0
     for start, end in spans:
         parts.append(text[last:start])
-        follow = _PARENTHESIS.match(text, end)
+        follow = PARENTHESIS.match(text, end)
         last = follow.end() if follow else end
     parts.append(text[last:])
     return " ".join(" ".join(parts).split())
@@ -303,7 +304,7 @@ def _after_hop(text: str, label: str, word_vectors: dict[str, np.ndarray], label
 
 def _drop_words(text: str, words: str) -> str:
     for word in tokens(words):
-        text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", " ", text, flags=re.IGNORECASE)
+        text = re.sub(whole_word(word), " ", text, flags=re.IGNORECASE)
     return " ".join(text.split())
 
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
-from kgr.methods.base import Query, RunContext, Stopwatch, mark_names, name_spans, offered_alternatives
+from kgr.lexicon import mark_names, name_spans, offered_alternatives
+from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.dotrag.offline import OfflinePolicy, label_words, step_query
 from kgr.methods.dotrag.policy import (AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy,

@@ -58,29 +58,11 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
+from kgr.lexicon import (BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
+                         hyphenated_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
-
-_WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
-# English possessive endings: "[X]'s father's father" is the words father, father (not 's, father's, father)
-_POSSESSIVE = re.compile(r"'s?$|^'")
-_MENTION = re.compile(r"\[([^\[\]]+)\]")
-# Generic English function words: they carry no relation or type meaning in any graph.
-STOP_WORDS = frozenset(
-    "a an the of in on at is are was were be been being did do does done what which whom whose how that this these "
-    "those with by for to and or as from their its his her they them there it he she i you we me my our your "
-    "any some can could would should will shall may might has have had about into than then so such".split()
-)
-
-# "director of [X]": a noun joined to the mention by "of" (a co- noun keeps describing X: "co-directors of [X]")
-_OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
-# "the films acted by [X]": the mention is the agent of the verb before "by"
-_BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
-# English cues that the answer is reached through something it shares with the anchor.
-SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
-# ... and with the `co` that `question_words` splits off "co-starred": cues, never words the scorers read
-CUE_WORDS = SHARING_CUES | {"co"}
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
 
@@ -92,26 +74,25 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
     other entities, not the way to the answer. A `co-` prefix is a sharing cue: `co-starred` gives the word
     `starred` and the cue word `co`.
     """
-    mentions = list(_MENTION.finditer(question))
+    mentions = list(MENTION.finditer(question))
     mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
                    mentions[0] if mentions else None)
     if mention:
-        left, right = (_MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
+        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
     else:
         lowered, name = question.lower(), anchor_name.lower()
         at = lowered.find(name)
         left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
     words = []
     # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
-    left_words, right_words = ([w for w in (_POSSESSIVE.sub("", w) for w in _WORD.findall(side.lower())) if w]
-                               for side in (left, right))
+    left_words, right_words = hyphenated_words(left), hyphenated_words(right)
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
                           [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
         if word.startswith("co-") and len(word) > 3:
-            words.append(("co", distance))
+            words.append((CO_PREFIX, distance))
             word = word[3:]
         for part in word.split("-"):
-            if part and part not in STOP_WORDS:
+            if part and part not in OFFLINE_STOP_WORDS:
                 words.append((part, distance))
     return words
 
@@ -308,7 +289,7 @@ class OfflinePolicy(Policy):
         if words and anchor.types:
             sims = self._vector([w for w, _ in words]) @ self._type_vectors(anchor.types).T
             # "the director [X]" describes X; "director of [X]" asks for X's director
-            owned_by_mention = {m.group(1).lower() for m in _OF_MENTION.finditer(question)}
+            owned_by_mention = {m.group(1).lower() for m in OF_MENTION.finditer(question)}
             role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
                          and w not in owned_by_mention)
                     for (w, d), s in zip(words, sims.max(axis=1))]
@@ -344,7 +325,7 @@ class OfflinePolicy(Policy):
     def _agent_relation(self, question: str, anchor_types: list[str]) -> str | None:
         """The relation of the anchor's role as the agent of a passive verb ("the films acted by [X]"), for an
         anchor of several types when the verb names one of them clearly (by `order_margin`)."""
-        match = _BY_MENTION.search(question)
+        match = BY_MENTION.search(question)
         if match is None or len(anchor_types) < 2:
             return None
         sims = self._type_similarities([match.group(1).lower()], anchor_types)
@@ -754,7 +735,7 @@ def shared_label_words(relations) -> dict[str, list[str]]:
     the relations whose label uses it."""
     users: dict[str, set[str]] = {}
     for relation in relations:
-        for word in set(label_words(relation).split()) - STOP_WORDS:
+        for word in set(label_words(relation).split()) - OFFLINE_STOP_WORDS:
             users.setdefault(word, set()).add(relation)
     return {w: sorted(rs) for w, rs in sorted(users.items()) if len({label_words(r) for r in rs}) > 1}
 

@@ -1,0 +1,160 @@
+"""English as kgr reads it: function words, question words, cue words, tokenizers, mentions and the name finder.
+
+Nothing here knows a graph: these are facts of English text and of kgr's question format (`[...]` marks a mention),
+shared by every method. Two users keep different stop-word lists on purpose; both are compositions of the same
+parts below, so the difference is written down:
+
+    OFFLINE_STOP_WORDS = FUNCTION_WORDS | (QUESTION_WORDS - KIND_QUESTION_WORDS)          (71 words)
+    INDEX_STOP_WORDS   = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}            (36 words)
+
+The offline policy scores a question's words against relation and type names, so it drops every function word but
+keeps the question words that name the answer's kind ("who" ~ a person type, "when" ~ a date). The graph index
+(entity-name lookups, relation labels named word for word, CS-RAG's offline planner) drops only the commonest words
+a label or name shares with a question without naming anything, every question word, and the `s` its `\\w+`
+tokenizer leaves of "X's"; its longer words ("their", "about") can be part of a name or label.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Sequence
+
+# -- words ----------------------------------------------------------------------------------------------------------
+# Articles, the commonest prepositions and conjunctions, and forms of be/do/have: words a relation label or an entity
+# name shares with a question without naming anything ("place of birth", "The Who", "has part").
+CORE_FUNCTION_WORDS = frozenset(
+    "a an the and or of in on at by for to from with as is are was were be do does did has have it".split()
+)
+# Every English function word: the core ones and the other auxiliaries, modals, pronouns, determiners and
+# connectives. They carry no relation or type meaning in any graph.
+FUNCTION_WORDS = CORE_FUNCTION_WORDS | frozenset(
+    "been being done had can could would should will shall may might that this these those any some such their its "
+    "his her my our your they them he she i you we me there about into than then so".split()
+)
+# The English wh-question words: what a question asks, never which relation leads to it.
+QUESTION_WORDS = frozenset("what which who whom whose when where why how".split())
+# Question words that say what kind of thing the answer is (a person, a time, a place, a reason): the offline
+# policy scores them against types ("who" fits a person step), so it does not drop them.
+KIND_QUESTION_WORDS = frozenset("who when where why".split())
+# What the `\w+` tokenizer leaves of an English possessive ("Ada's" -> "ada", "s").
+POSSESSIVE_S = "s"
+
+# The offline policy's stop words: question and relation-label words it does not score (kgr.methods.dotrag.offline).
+OFFLINE_STOP_WORDS = FUNCTION_WORDS | (QUESTION_WORDS - KIND_QUESTION_WORDS)
+# The graph index's stop words: tokens that are no content of a name, a label or a question (`content_tokens`).
+INDEX_STOP_WORDS = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}
+
+# English cues that the answer is reached through something it shares with the anchor ("co-starred", "same").
+SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
+# The `co` that `question_words` splits off "co-starred" (kgr.methods.dotrag.offline): a sharing cue too.
+CO_PREFIX = "co"
+# Cue words: they say how the answer relates to the anchor, never which relation; no scorer reads them as words.
+CUE_WORDS = SHARING_CUES | {CO_PREFIX}
+
+# -- tokenizers -----------------------------------------------------------------------------------------------------
+# Unicode word runs (underscore included): the graph index's tokens of names, labels and questions.
+WORD = re.compile(r"\w+")
+# Whitespace-separated chunks: name spans that keep their inner punctuation ("U.S.", "AC/DC").
+CHUNK = re.compile(r"\S+")
+# One non-word character: where a name can be cut into a shorter name's prefix ("new" of "new york").
+NON_WORD = re.compile(r"\W")
+# A parenthesis after a name or title ("Inherent Vice (film)", "X (1566-1633)"): a qualifier, not the name.
+PARENTHESIS = re.compile(r"\s*\([^()]*\)")
+# Letters and digits only (underscore splits): the words of names and texts the store counts specificity over.
+NAME_WORD = re.compile(r"[^\W_]+")
+# ASCII letters and digits: the words `name_spans` matches a name by, whatever punctuation sits between them.
+ASCII_WORD = re.compile(r"[0-9A-Za-z]+")
+# Lower-case words with their apostrophes and hyphen-joined parts ("co-starred", "father's"): the offline policy's.
+HYPHENATED_WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+# English possessive endings: "[X]'s father's father" is the words father, father (not 's, father's, father).
+POSSESSIVE = re.compile(r"'s?$|^'")
+
+
+def tokens(text: str) -> list[str]:
+    """The casefolded `WORD` tokens of `text`, in order."""
+    return [t for t in WORD.findall(text.casefold())]
+
+
+def content_tokens(text: str) -> set[str]:
+    """The tokens of `text` that are not `INDEX_STOP_WORDS`."""
+    return {t for t in tokens(text) if t not in INDEX_STOP_WORDS}
+
+
+def hyphenated_words(text: str) -> list[str]:
+    """The lower-cased `HYPHENATED_WORD`s of `text` without possessive endings, in order (a possessive ending is no
+    word of its own: in "[X]'s mother" the mother is the word next to the mention)."""
+    return [w for w in (POSSESSIVE.sub("", w) for w in HYPHENATED_WORD.findall(text.lower())) if w]
+
+
+def whole_word(text: str) -> str:
+    """A regular expression matching `text` literally where no word character continues it on either side."""
+    return rf"(?<!\w){re.escape(text)}(?!\w)"
+
+
+# -- mentions -------------------------------------------------------------------------------------------------------
+# A mention: `[...]` in a question marks an entity's name.
+MENTION = re.compile(r"\[([^\[\]]+)\]")
+# A run of mentions joined by commas or "or": "who was born first, [A] or [B]?", "[A], [B] or [C]".
+MENTION_RUN = re.compile(r"\[[^\[\]]+\](?:(?:\s*,\s*|\s*,?\s+or\s+)\[[^\[\]]+\])+", re.IGNORECASE)
+# The "or" joining two mentions in a run (a run of commas alone lists, it offers no choice).
+OR_JOIN = re.compile(r"\]\s*,?\s+or\s+\[", re.IGNORECASE)
+# "director of [X]": a noun joined to the mention by "of" (a co- noun keeps describing X: "co-directors of [X]").
+OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
+# "the films acted by [X]": the mention is the agent of the verb before "by".
+BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
+
+
+def offered_alternatives(question: str) -> list[str]:
+    """The mentions a question offers as the answer's alternatives ("who was born first, [A] or [B]?"), in order.
+
+    The answer to such a question is one of its anchors, which every method otherwise leaves out of its entities
+    (a question's own entities are not what it asks for)."""
+    return list(dict.fromkeys(m.strip() for run in MENTION_RUN.finditer(question) if OR_JOIN.search(run.group())
+                              for m in MENTION.findall(run.group())))
+
+
+# -- finding names in text ------------------------------------------------------------------------------------------
+def name_spans(text: str, names: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Per name, where it first occurs in `text` as whole words (any case, any punctuation between its words), with
+    the punctuation the name itself starts or ends with when the text has it there; None where it does not occur."""
+    words = list(ASCII_WORD.finditer(text))
+    joined = " " + " ".join(w.group(0).lower() for w in words) + " "
+    starts = [0]  # each word's offset in `joined`
+    for w in words[:-1]:
+        starts.append(starts[-1] + len(w.group(0)) + 1)
+    spans: list[tuple[int, int] | None] = []
+    for name in names:
+        parts = ASCII_WORD.findall(name)
+        at = joined.find(f" {' '.join(parts).lower()} ") if parts else -1
+        if at < 0:
+            spans.append(None)
+            continue
+        first = bisect.bisect_left(starts, at)
+        start, end = words[first].start(), words[first + len(parts) - 1].end()
+        lead, trail = re.match(r"[^0-9A-Za-z]*", name).group(0), re.search(r"[^0-9A-Za-z]*$", name).group(0)
+        start -= len(lead) if lead and text[max(0, start - len(lead)):start] == lead else 0
+        end += len(trail) if trail and text[end:end + len(trail)] == trail else 0
+        spans.append((start, end))
+    return spans
+
+
+def mark_names(text: str, names: Sequence[str]) -> str:
+    """`text` with the first occurrence of each of `names` (as `name_spans` finds it) replaced by the name in brackets,
+    as a mention; a longer name wins over one it overlaps."""
+    names = sorted((n for n in names if "[" not in n and "]" not in n), key=len, reverse=True)
+    chosen: list[tuple[int, int, str]] = []
+    for name, span in zip(names, name_spans(text, names)):
+        if span and all(span[1] <= s or span[0] >= e for s, e, _ in chosen):
+            chosen.append((*span, name))
+    for start, end, name in sorted(chosen, reverse=True):
+        text = f"{text[:start]}[{name}]{text[end:]}"
+    return text
+
+
+def bounded(text: str, start: int, end: int) -> bool:
+    """No word character continues the span text[start:end] on either side (the graph index's name finder,
+    `PlanIndex.find_names`, keeps only such spans)."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())

@@ -1,0 +1,127 @@
+"""kgr.lexicon: the stop-word sets equal the lists the modules kept before the lexicon (copied here from the code of
+b8f43fe), their compositions say how they differ, and the tokenizers on tricky strings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kgr import lexicon
+from kgr.lexicon import (ASCII_WORD, BY_MENTION, CHUNK, CORE_FUNCTION_WORDS, CUE_WORDS, FUNCTION_WORDS,
+                         HYPHENATED_WORD, INDEX_STOP_WORDS, KIND_QUESTION_WORDS, MENTION, NAME_WORD, NON_WORD,
+                         OF_MENTION, OFFLINE_STOP_WORDS, PARENTHESIS, POSSESSIVE, QUESTION_WORDS, SHARING_CUES, WORD,
+                         bounded, content_tokens, hyphenated_words, mark_names, name_spans, tokens, whole_word)
+
+# kgr/methods/graph_index.py's STOPWORDS before the lexicon (36 words)
+OLD_GRAPH_INDEX_STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
+    "who whom whose why how with s".split()
+)
+# kgr/methods/dotrag/offline.py's STOP_WORDS before the lexicon (71 words)
+OLD_OFFLINE_STOP_WORDS = frozenset(
+    "a an the of in on at is are was were be been being did do does done what which whom whose how that this these "
+    "those with by for to and or as from their its his her they them there it he she i you we me my our your "
+    "any some can could would should will shall may might has have had about into than then so such".split()
+)
+OLD_SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
+OLD_CUE_WORDS = OLD_SHARING_CUES | {"co"}
+# each regex's pattern and flags before the lexicon, by its new name (where it was)
+OLD_PATTERNS = {
+    "WORD": (r"\w+", 0),  # graph_index._WORD
+    "CHUNK": (r"\S+", 0),  # graph_index._CHUNK
+    "NON_WORD": (r"\W", 0),  # graph_index._NON_WORD
+    "PARENTHESIS": (r"\s*\([^()]*\)", 0),  # graph_index._PARENTHESIS
+    "NAME_WORD": (r"[^\W_]+", 0),  # store._WORDS
+    "ASCII_WORD": (r"[0-9A-Za-z]+", 0),  # methods.base._ALNUM
+    "HYPHENATED_WORD": (r"[a-z0-9']+(?:-[a-z0-9']+)*", 0),  # offline._WORD
+    "POSSESSIVE": (r"'s?$|^'", 0),  # offline._POSSESSIVE
+    "MENTION": (r"\[([^\[\]]+)\]", 0),  # methods.base._MENTION, offline._MENTION, evaluate.questions._BRACKETED
+    "MENTION_RUN": (r"\[[^\[\]]+\](?:(?:\s*,\s*|\s*,?\s+or\s+)\[[^\[\]]+\])+", re.IGNORECASE),  # base._MENTION_RUN
+    "OR_JOIN": (r"\]\s*,?\s+or\s+\[", re.IGNORECASE),  # methods.base._OR
+    "OF_MENTION": (r"([\w-]+)\s+of\s+\[", 0),  # offline._OF_MENTION
+    "BY_MENTION": (r"([\w-]+)\s+by\s+\[", 0),  # offline._BY_MENTION
+}
+
+
+def test_stop_word_sets_equal_the_old_lists():
+    assert INDEX_STOP_WORDS == OLD_GRAPH_INDEX_STOPWORDS and len(INDEX_STOP_WORDS) == 36
+    assert OFFLINE_STOP_WORDS == OLD_OFFLINE_STOP_WORDS and len(OFFLINE_STOP_WORDS) == 71
+    assert len(INDEX_STOP_WORDS & OFFLINE_STOP_WORDS) == 31
+    assert SHARING_CUES == OLD_SHARING_CUES and CUE_WORDS == OLD_CUE_WORDS
+
+
+def test_the_compositions_name_the_difference():
+    # the index drops every question word, the offline policy keeps the ones naming the answer's kind
+    assert INDEX_STOP_WORDS - OFFLINE_STOP_WORDS == KIND_QUESTION_WORDS | {"s"}
+    assert KIND_QUESTION_WORDS == {"who", "when", "where", "why"} and KIND_QUESTION_WORDS < QUESTION_WORDS
+    # the offline policy drops every function word, the index only the core ones
+    assert OFFLINE_STOP_WORDS - INDEX_STOP_WORDS == FUNCTION_WORDS - CORE_FUNCTION_WORDS
+    assert CORE_FUNCTION_WORDS < FUNCTION_WORDS and not FUNCTION_WORDS & QUESTION_WORDS
+    assert not CUE_WORDS & (INDEX_STOP_WORDS | OFFLINE_STOP_WORDS)
+
+
+@pytest.mark.parametrize("name", sorted(OLD_PATTERNS))
+def test_regexes_equal_the_old_ones(name):
+    pattern = getattr(lexicon, name)
+    assert (pattern.pattern, pattern.flags & ~re.UNICODE) == OLD_PATTERNS[name]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Who directed [Jean-Paul Sartre]'s films?", ["who", "directed", "jean", "paul", "sartre", "s", "films"]),
+    ("snake_case Ǆemal STRASSE 3.14", ["snake_case", "ǆemal", "strasse", "3", "14"]),
+    ("", []),
+])
+def test_tokens_casefold_word_runs(text, words):
+    assert tokens(text) == words
+
+
+def test_content_tokens_drop_index_stop_words():
+    assert content_tokens("Who was the director of [Ada]'s film, and when?") == {"director", "ada", "film"}
+    assert content_tokens("The Who") == set()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("who co-starred with [Nora]'s father's father", ["who", "co-starred", "with", "nora", "father", "father"]),
+    ("the players' clubs", ["the", "players", "clubs"]),
+    ("'tis rock-'n'-roll's", ["tis", "rock-'n'-roll"]),
+    ("ÉCOLE--normale -x- 's", ["cole", "normale", "x"]),
+])
+def test_hyphenated_words_lowercase_without_possessives(text, words):
+    assert hyphenated_words(text) == words
+
+
+def test_the_other_tokenizers_on_tricky_strings():
+    text = "U.S. AC/DC (band) snake_case Straße"
+    assert CHUNK.findall(text) == ["U.S.", "AC/DC", "(band)", "snake_case", "Straße"]
+    assert WORD.findall(text) == ["U", "S", "AC", "DC", "band", "snake_case", "Straße"]
+    assert NAME_WORD.findall(text) == ["U", "S", "AC", "DC", "band", "snake", "case", "Straße"]
+    assert ASCII_WORD.findall(text) == ["U", "S", "AC", "DC", "band", "snake", "case", "Stra", "e"]
+    assert [m.start() for m in NON_WORD.finditer("new york-city")] == [3, 8]
+    assert PARENTHESIS.sub("", "Inherent Vice (film) (2014)") == "Inherent Vice"
+    assert [POSSESSIVE.sub("", w) for w in ("ada's", "players'", "'tis", "it")] == ["ada", "players", "tis", "it"]
+    assert HYPHENATED_WORD.findall("co-star's -x- a--b") == ["co-star's", "x", "a", "b"]
+
+
+def test_mentions():
+    assert MENTION.findall("who was born first, [ Ada ] or [B]? [] [[C]]") == [" Ada ", "B", "C"]
+    assert OF_MENTION.search("the co-directors of [X]").group(1) == "co-directors"
+    assert BY_MENTION.search("the films acted by  [X]").group(1) == "acted"
+
+
+def test_whole_word_needs_a_boundary():
+    assert re.search(whole_word("up"), "look up!") and not re.search(whole_word("up"), "upside")
+    assert re.search(whole_word("c++"), "c++ code") and re.sub(whole_word("a.b"), "-", "a.b axb") == "- axb"
+
+
+def test_name_spans_and_mark_names():
+    assert name_spans("Who is ADA helm's son, or Boris-Vane?", ["Ada Helm", "Boris Vane", "Nobody", "!"]) == \
+        [(7, 15), (26, 36), None, None]
+    assert name_spans("", ["A"]) == [None]
+    assert mark_names("C.S. Lewis met New York City", ["C.S. Lewis", "New York", "New York City"]) == \
+        "[C.S. Lewis] met [New York City]"
+
+
+def test_bounded_spans():
+    text = "Paris Hilton, Parisian"
+    assert bounded(text, 0, 5) and bounded(text, 0, 12) and not bounded(text, 14, 19) and not bounded(text, 1, 5)
