@@ -38,7 +38,9 @@ def test_an_empty_record_carries_a_warning_printed_on_stderr(work, run_kgr, meth
 
 def test_csrag_batch_without_passages_counts_its_empty_results(work, run_kgr, tmp_path):
     out = tmp_path / "records.jsonl"
-    result = run_kgr("retrieve", work, "--method", "csrag", "--questions", QA_1HOP, "--out", out)
+    # without the neighbourhood fill (`csrag.graph_fill`), which answers every unresolved plan from the graph
+    result = run_kgr("retrieve", work, "--method", "csrag", "--questions", QA_1HOP, "--out", out,
+                     "--set", "csrag.graph_fill=0")
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     empty = [r for r in records if not r["paths"] and not r["passages"]]
