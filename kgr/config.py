@@ -199,8 +199,13 @@ class OfflineConfig:
     # directors, and writers only because some writers direct (dotrag.method.type_schema)
     relation_share: float = ranged(0.5, 0.0, 1.0)
     # below this, no question word matches any reachable relation or type well ("describe [X] in a few words") and
-    # DotRAG hedges over several trajectories (0.55: MetaQA 1-hop 0.989 -> 0.943)
-    confident_similarity: float = ranged(0.6, -1.0, 1.0)
+    # DotRAG hedges over several trajectories and fills (dotrag.fill); recall first when unsure. 0.6 -> 0.7: dev suite
+    # mean recall 0.863 -> 0.872, no set lower (2Wiki 0.77 -> 0.87, dev-hospital 0.77 -> 0.84), mean F1 0.691 -> 0.644;
+    # 0.75 / 0.8: recall 0.885 / 0.889 but F1 on WC2014 1-hop 0.50 / 0.31 (VSS 0.16). (0.55: MetaQA 1-hop 0.989 -> 0.943)
+    confident_similarity: float = ranged(0.7, -1.0, 1.0)
+    # a word said again ("[X]'s father's father") is explained by a further step of the chain only if it fits that
+    # step this well (cosine); else the repeat earns nothing
+    repeat_similarity: float = ranged(0.6, -1.0, 1.0)
     # score term: weight of the steps' log-typicality (see dotrag.method.step_priors): `directed_by` into a writer who
     # directs is a reading of multi-typed entities, not the question's (at 0, MetaQA 3-hop 0.970 -> 0.888; 0.1 and 0.2
     # gave no consistent gain)

@@ -573,7 +573,7 @@ class ChainScorer:
             sims = step_sims[:, index]  # words x chains x steps
             best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
             for repeats in reading.repeated:
-                _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.confident_similarity)
+                _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.repeat_similarity)
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
