@@ -7,7 +7,9 @@ constraint's variants, contextual reranking keeps the top `rerank_top`. The pool
 size N_eff = 1/sum(p^2), p = softmax(scores / temperature), is at most `gamma`; a sufficient (resolved) constraint
 binds its variable to the far endpoints of its round(N_eff) best candidates (intersecting with earlier bindings of the
 same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
-passages (textual recovery); resolved ones contribute the passages linked to their kept triples' entities. A
+passages (textual recovery), or, on a graph without passages, to its own texts: the unsettled pool's best bind the
+variable (`graph_recovery`) and the anchors' neighbourhood most like the question follows (`graph_fill`). Resolved
+constraints contribute the passages linked to their kept triples' entities. A
 constraint that found no candidates at all (the graph lost the edge) binds its variable to the entities its passages
 name that fit (`CSRAG.fitting_bindings`), so the chain can go on in the graph.
 
