@@ -67,9 +67,6 @@ class GraphStore:
         self._encoder = encoder
         self._embedding = project.config.embedding
         self.names: list[str] = [r[0] for r in db.execute("SELECT name FROM entities ORDER BY eid").fetchall()]
-        self.descriptions: list[str] = [
-            r[0] for r in db.execute("SELECT description FROM entities ORDER BY eid").fetchall()
-        ]
         type_rows = db.execute("SELECT eid, type FROM entity_types ORDER BY eid, type").fetchall()
         self.type_names: list[str] = sorted({t for _, t in type_rows})
         type_index = {name: i for i, name in enumerate(self.type_names)}
@@ -221,9 +218,16 @@ class GraphStore:
         """How a walk from entity `start` takes relationship `rid`: "forward" (subject to object) or "backward"."""
         return "forward" if int(self.src[rid]) == start else "backward"
 
+    @cached_property
+    def descriptions(self) -> list[str]:
+        """Entity descriptions by eid, read when first asked for (the reach stage never reads them: on a described
+        graph they are most of the entity table)."""
+        return [r[0] for r in self._db.execute("SELECT description FROM entities ORDER BY eid").fetchall()]
+
     def warm(self) -> None:
         """Load everything retrieval touches, so per-question latency excludes initialization."""
         _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
+        _ = self.descriptions  # the packed context's entity lines
         if self.passages:
             _ = self.passage_vectors, self.entity_passages, self.relationship_passages, self.entity_source_passages
         self.encoder.encode_query("warm up")
