@@ -65,6 +65,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -393,6 +394,19 @@ def _filler(words: np.ndarray, count: int) -> str:
     return " ".join(pieces).replace(" .", ".")
 
 
+def _kept_texts(chunks, size: int, rows) -> Iterator[tuple[int, str]]:
+    """(index, text) of the drawn texts whose index is in `rows`, in draw order: every text is drawn, so a slice
+    keeps the full graph's texts of the same rows."""
+    keep = np.zeros(size, dtype=bool)
+    keep[rows] = True
+    index = 0
+    for chunk in chunks:
+        for text in chunk:
+            if keep[index]:
+                yield index, text
+            index += 1
+
+
 def text_chunks(rng: np.random.Generator, prefixes: list[str], prefix_tokens: np.ndarray, totals: np.ndarray,
                 chunk: int = 20_000):
     """Yield texts in chunks: each prefix, then filler words up to its total token count."""
@@ -558,14 +572,9 @@ def write_graph(structure: Structure, texts: str, folder: Path, questions: list[
             openings = [ENTITY_OPENING[t] for t in structure.types]
             opening_tokens = np.array([tokens(o) for o in openings], dtype=np.int64)
             totals = _lengths(rngs["entity_texts"], structure.num_entities, ENTITY_TOKENS_MEAN, opening_tokens)
-            keep = np.zeros(structure.num_entities, dtype=bool)
-            keep[kept] = True
-            e = 0
-            for chunk in text_chunks(rngs["entity_texts"], openings, opening_tokens, totals):
-                for text in chunk:
-                    if keep[e]:
-                        out.write(f"{structure.ids[e]}\t{structure.names[e]}\t{structure.types[e]}\t{text}\n")
-                    e += 1
+            for e, text in _kept_texts(text_chunks(rngs["entity_texts"], openings, opening_tokens, totals),
+                                       structure.num_entities, kept):
+                out.write(f"{structure.ids[e]}\t{structure.names[e]}\t{structure.types[e]}\t{text}\n")
             entity_desc_tokens = totals[kept]
     # The text kgr embeds for an entity is "name. description" (kgr.ingest.stage.entity_text).
     entity_text_tokens = name_tokens[kept] + np.where(entity_desc_tokens > 0, entity_desc_tokens + 1, 0)
@@ -585,15 +594,10 @@ def write_graph(structure: Structure, texts: str, folder: Path, questions: list[
             prefix_tokens = name_tokens[all_src] + name_tokens[all_dst] + phrase_tokens[all_rel]
             totals = _lengths(rngs["relationship_texts"], structure.num_relationships, RELATIONSHIP_TOKENS_MEAN,
                               prefix_tokens)
-            keep = np.zeros(structure.num_relationships, dtype=bool)
-            keep[rows] = True
-            i = 0
-            for chunk in text_chunks(rngs["relationship_texts"], prefixes, prefix_tokens, totals):
-                for text in chunk:
-                    if keep[i]:
-                        s, r, o = all_src[i], all_rel[i], all_dst[i]
-                        out.write(f"{structure.ids[s]}\t{RELATION_NAMES[r]}\t{structure.ids[o]}\t{text}\n")
-                    i += 1
+            for i, text in _kept_texts(text_chunks(rngs["relationship_texts"], prefixes, prefix_tokens, totals),
+                                       structure.num_relationships, rows):
+                s, r, o = all_src[i], all_rel[i], all_dst[i]
+                out.write(f"{structure.ids[s]}\t{RELATION_NAMES[r]}\t{structure.ids[o]}\t{text}\n")
             rel_tokens = totals[rows]
     (folder / "schema.toml").write_text(schema_toml(), encoding="utf-8")
     if questions is not None:

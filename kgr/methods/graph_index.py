@@ -11,7 +11,7 @@ import threading
 import weakref
 from collections import Counter
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -210,8 +210,8 @@ class PlanIndex:
     def edges_within(self, eids, hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rids, near, far) of every relationship with an end at most `hops` - 1 hops from `eids` (a breadth-first
         walk, either direction), near being the end nearer them; each relationship once, from its first reached end."""
-        frontier, seen, found = list(dict.fromkeys(int(e) for e in eids)), set(), []
-        seen.update(frontier)
+        frontier = list(dict.fromkeys(int(e) for e in eids))
+        seen, found = set(frontier), []
         for _ in range(hops):
             if not frontier:
                 break
@@ -314,7 +314,7 @@ def plan_index(store: GraphStore) -> PlanIndex:
 
 
 def most_like(relationship_vectors: np.ndarray, question: np.ndarray, edges: tuple[np.ndarray, np.ndarray, np.ndarray],
-              taken: Sequence[int], k: int) -> list[tuple[int, int, int, float]]:
+              taken: Iterable[int], k: int) -> list[tuple[int, int, int, float]]:
     """(rid, near, far, cosine) of the `k` relationships of `edges` (each once: its first occurrence) outside `taken`
     most like the question: a dense search of a neighbourhood, best first."""
     rids, near, far = edges

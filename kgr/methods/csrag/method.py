@@ -543,7 +543,7 @@ class CSRAG:
         the anchors), each from its end nearer them; they answer no constraint (None)."""
         edges = self.index.edges_within(sorted(anchors), self.settings.max_hops)
         return [(None, Candidate(rid, near, far, score=sim))
-                for rid, near, far, sim in most_like(self.store.relationship_vectors, question, edges, sorted(taken),
+                for rid, near, far, sim in most_like(self.store.relationship_vectors, question, edges, taken,
                                                      self.settings.graph_fill)]
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
