@@ -16,7 +16,8 @@ import pytest
 
 from kgr.lexicon import OFFLINE_STOP_WORDS
 from kgr.methods.dotrag.chain_cache import stacked
-from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, question_words, sharing_cue, step_query
+from kgr.methods.dotrag.offline import (ChainScorer, OfflinePolicy, question_words, sharing_cue, step_query,
+                                        step_texts)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -766,3 +767,23 @@ def test_fanned_chains_are_listed_first_step_by_first_step_as_a_loop_would():
                                                              [pol._steps.id(s) for s in firsts], tail_rows)])
     want_rows, want_lengths = pol._steps.rows([walk] + [walk + (first,) + tail for first in firsts for tail in tails])
     assert rows.tolist() == want_rows.tolist() and lengths.tolist() == want_lengths.tolist()
+
+
+def test_an_inferred_types_words_name_only_its_own_relation():
+    # Without a schema, people are typed after one of their roles (`maintained_by:object`); reached by `member_of`
+    # that name must not explain "maintained", or "the packages maintained by members of [X]" stops at the members.
+    assert step_texts("member_of", "maintained_by:object") == ("member of",)
+    assert step_texts("maintained_by", "maintained_by:object") == ("maintained by",)
+    assert step_texts("directed_by", "director") == ("directed by", "director")  # a schema type keeps its words
+    schema = {"member_of:subject": [("member_of", "maintained_by:object")],
+              "maintained_by:object": [("maintained_by", "package:subject"), ("member_of", "member_of:subject")],
+              "package:subject": [("maintained_by", "maintained_by:object")]}
+    pol = OfflinePolicy(bow_embed, schema)
+    lab = anchor("Tidemark Labs", "member_of:subject")
+    options = [TrajectoryOption("maintained_by:object", 3, ["member_of"])]
+    assert pol.rank_trajectories("q", "which packages are maintained by members of [Tidemark Labs]", lab,
+                                 options)[0] == [0]
+    step = pol.review("q", "which packages are maintained by members of [Tidemark Labs]", lab,
+                      [hop(1, "member_of", "maintained_by:object")],
+                      [TrajectoryOption("package:subject", 3, ["maintained_by"])], 3)
+    assert isinstance(step, Continue)

@@ -725,8 +725,13 @@ def label_words(relation: str) -> str:
 
 @lru_cache(maxsize=1 << 16)
 def step_texts(relation: str, type_name: str) -> tuple[str, ...]:
-    """What a step is called: its relation phrase and its type phrase."""
-    phrases = [p for p in (label_words(relation), type_words(type_name)) if p] or [relation or type_name]
+    """What a step is called: its relation phrase and, for a type of the graph's schema, its type phrase.
+
+    An inferred type is named after one of its relations (`maintained_by:object`): its words are that relation's, so
+    they name a step along it, not whatever else reaches the type. A person typed `maintained_by:object` reached by
+    `member_of` must not explain "maintained" ("the packages maintained by members of [X]" walks both relations)."""
+    type_text = "" if _inferred(type_name) else type_words(type_name)
+    phrases = [p for p in (label_words(relation), type_text) if p] or [relation or type_name]
     return tuple(dict.fromkeys(phrases))
 
 
@@ -738,6 +743,11 @@ def shared_label_words(relations) -> dict[str, list[str]]:
         for word in set(label_words(relation).split()) - OFFLINE_STOP_WORDS:
             users.setdefault(word, set()).add(relation)
     return {w: sorted(rs) for w, rs in sorted(users.items()) if len({label_words(r) for r in rs}) > 1}
+
+
+def _inferred(type_name: str) -> bool:
+    """Whether a type was inferred from a relation's role (`relation:object`, `relation:subject`)."""
+    return type_name.endswith((":object", ":subject"))
 
 
 @lru_cache(maxsize=1 << 16)
