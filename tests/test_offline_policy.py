@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
+from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS
 from kgr.methods.dotrag.chain_cache import stacked
 from kgr.methods.dotrag.offline import (ChainScorer, OfflinePolicy, question_words, sharing_cue, step_query,
@@ -224,6 +225,16 @@ def test_relation_choice_is_not_hidden_by_the_shared_type():
     assert query == "starred actors movie"
 
 
+def test_near_ties_counts_the_leading_trajectories_the_question_cannot_tell_apart():
+    movie = anchor("Dark Harbor", "movie")
+    # "language" and "genre" each name one step as well as the other: both are followed
+    assert policy().near_ties("q", "the language and genre of [Dark Harbor]", movie, MOVIE_OPTIONS) == 2
+    assert policy().near_ties("q", "what language is [Dark Harbor] in", movie, MOVIE_OPTIONS) == 1
+    untied = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(tie_margin=0.0))
+    assert untied.near_ties("q", "the language and genre of [Dark Harbor]", movie, MOVIE_OPTIONS) == 1
+    assert policy().near_ties("q", "the language and genre of [Dark Harbor]", movie, []) == 1
+
+
 # -- review ------------------------------------------------------------------------------------------------------
 TWO_HOP = "who directed the movies written by [Wendy Scribe]"
 WENDY = anchor("Wendy Scribe", "writer")
@@ -420,7 +431,6 @@ def test_a_role_noun_counts_from_appositive_similarity(threshold, to_actors):
     # and 0.62 from actor. As a role word it names S's way out (written by) and the walk goes on to the actors; as
     # a content word it leaves the first step without a word of its own on the way to the actors, and the walk
     # turns to S's fellow writers instead (the real run turned to directors, 0.66 from "screenwriter").
-    from kgr.config import OfflineConfig
 
     e = np.eye(8, dtype=np.float32)
     table = {"screenwriter": 0.74 * e[1] + 0.6 * e[3] + np.sqrt(1 - 0.74**2 - 0.6**2) * e[7],
@@ -441,7 +451,6 @@ def test_the_agent_of_a_passive_verb_leaves_by_its_role():
     # "who wrote the movies acted by [F]", F both acts and writes: "acted by [F]" makes F the one who acted, so a
     # chain leaving F by writing pays `agent_cost`. The cosines are all-MiniLM-L6-v2's ("acted": actor 0.57, movie
     # 0.47, writer 0.37).
-    from kgr.config import OfflineConfig
 
     e = np.eye(8, dtype=np.float32)
 
@@ -484,7 +493,6 @@ def test_a_noun_of_the_mention_is_asked_for_not_a_role():
 def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
     # "who directed the movies written by [W]": "written" sits next to the mention, so the step it names comes
     # first; a chain that puts it second pays `nearest_cost`, one that puts it first pays nothing.
-    from kgr.config import OfflineConfig
 
     inner_first = (("written_by", "movie"), ("directed_by", "director"))
     outer_first = (("directed_by", "movie"), ("written_by", "writer"))
@@ -502,7 +510,6 @@ def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
 def test_only_words_right_by_the_mention_describe_the_anchor(distance, goes_on):
     # In "the movies starred by [M] actors", "movies" (three words off) is the second step's type, not a role word
     # for the movie M; within `appositive_distance` it would be dropped and the walk would stop at M's actors.
-    from kgr.config import OfflineConfig
 
     pol = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(appositive_distance=distance))
     question = "what genres are the movies starred by [Dead Man Down] actors"
@@ -609,7 +616,6 @@ def test_probe_the_conjunction_can_be_switched_off(companies_project, run_kgr):
 def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
     """A type with thousands of relation phrasings (an LLM-built KG): chains follow the steps_per_type steps most like
     the question's words, so the number of chains stays bounded and the asked chain still wins."""
-    from kgr.config import OfflineConfig
 
     noise = [(f"relation number {i} of thing", "place") for i in range(300)]
     schema = {"person": noise[:150] + [("was born in", "place")], "place": noise[150:] + [("is located in", "place")]}
@@ -639,7 +645,6 @@ def test_shared_label_words_ignore_stop_words_and_inverse_twins():
 
 def _works_policy(threshold: float) -> OfflinePolicy:
     """A lab graph where "work" fits `works on topic` better than `works in lab` only because of spelling."""
-    from kgr.config import OfflineConfig
 
     basis = np.eye(8, dtype=np.float32)
     work = np.array([0.5, 0.7, np.sqrt(0.26), 0, 0, 0, 0, 0], np.float32)

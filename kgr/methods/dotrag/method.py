@@ -247,6 +247,8 @@ class DotRAG:
             if settings.hedge_trajectories > keep and not self.policy.confident(query.id, question, options[index],
                                                                               trajectories):
                 keep = hedged = settings.hedge_trajectories
+            else:  # near-tied leading trajectories are all followed: budget packing ranks their paths
+                keep = max(keep, self.policy.near_ties(query.id, question, options[index], trajectories))
             for type_rank, t in enumerate(order[:keep]):
                 option = trajectories[t]
                 # the policy wrote the query for its first choice; hedged ones search for their own relation

@@ -145,6 +145,25 @@ class OfflinePolicy(Policy):
                           options: list[TrajectoryOption]) -> tuple[list[int], str]:
         if not options:
             return [], ""
+        ids, scores, owner, best = self._option_scores(question, anchor, options)
+        order = sorted(range(len(options)), key=lambda i: (-best[i], i))
+        candidates = np.flatnonzero(owner == order[0])
+        relation, type_name = self._steps.steps[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
+        return order, step_query(relation, type_name)
+
+    def near_ties(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> int:
+        """How many trajectories' best chains score within `tie_margin` of the best one's: recall first when the
+        question does not settle the hop count or the relation ("the library that [X] builds on": a library's
+        language, or X's own), as a review follows a near-tied stop and continuation."""
+        if not options or self.settings.tie_margin <= 0:
+            return 1
+        best = self._option_scores(question, anchor, options)[3]
+        return max(int((best >= best.max() - self.settings.tie_margin).sum()), 1)
+
+    def _option_scores(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every chain leaving the anchor through the options (step-id rows), its score, its option, and per option
+        its best chain's score."""
         scorer = self._scorer(question, anchor)
         blocks = [block for _, block in self._option_chains(options, [], anchor.types, self.max_hops - 1, scorer)]
         ids, lengths = stacked(blocks)
@@ -152,10 +171,7 @@ class OfflinePolicy(Policy):
         owner = np.repeat(np.arange(len(options)), [len(block_lengths) for _, block_lengths in blocks])
         best = np.full(len(options), -np.inf)
         np.maximum.at(best, owner, scores)
-        order = sorted(range(len(options)), key=lambda i: (-best[i], i))
-        candidates = np.flatnonzero(owner == order[0])
-        relation, type_name = self._steps.steps[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
-        return order, step_query(relation, type_name)
+        return ids, scores, owner, best
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach.

@@ -107,6 +107,11 @@ class Policy:
         """Whether the trajectory ranking is more than a guess (else DotRAG follows several trajectories)."""
         return True
 
+    def near_ties(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> int:
+        """How many of the ranking's leading trajectories it cannot tell apart (DotRAG follows them all; 1: a clear
+        first)."""
+        return 1
+
 
 def _lines(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items))
