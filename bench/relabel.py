@@ -12,11 +12,12 @@ convention, mechanically (no label is named here):
 | camel | `playsInClub` | `playsInClubInverse` |
 | spaced | `plays in club` (words, as a hand-made graph might write them) | `plays in club inverse` |
 | path | `/football/player/plays_in_club` (a namespace every label shares, as Freebase's domain/type prefix) | `/football/player/plays_in_club_inverse` |
+| dunder | `__football__player__plays_in_club` (the same path flattened with double underscores, as Freebase dumps write it) | `__football__player__plays_in_club__inverse` |
 | opaque | `r3` (labels carry no words: only types and the question are left) | `r3_inverse` |
 
-A policy that reads the graph's own labels should do as well on camel, spaced and path as on snake; opaque is the floor.
+A policy that reads the graph's own labels should do as well on camel, spaced, path and dunder as on snake; opaque is the floor.
 Each style is a project under bench/out/projects/wc2014-<style> (ingest + reach, skipped when up to date); the dev
-suite runs camel, spaced and path as its sets `wc2014-<style>-1hop`, `-2hop`, `-conj` on the same projects.
+suite runs camel, spaced, path and dunder as its sets `wc2014-<style>-1hop`, `-2hop`, `-conj` on the same projects.
 Output: bench/out/relabel/relabel.md and relabel.json.
 """
 
@@ -37,7 +38,7 @@ import twowiki_data  # noqa: E402
 import wc2014_data  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "relabel"
-STYLES = ("snake", "camel", "spaced", "path", "opaque")
+STYLES = ("snake", "camel", "spaced", "path", "dunder", "opaque")
 
 
 def respell(label: str, style: str, numbers: dict[str, int]) -> str:
@@ -52,6 +53,8 @@ def respell(label: str, style: str, numbers: dict[str, int]) -> str:
         return " ".join(base.split("_")) + (" inverse" if inverse else "")
     if style == "path":
         return f"/football/player/{label}"
+    if style == "dunder":
+        return f"__football__player__{base}" + ("__inverse" if inverse else "")
     if style == "opaque":
         return f"r{numbers.setdefault(base, len(numbers))}" + ("_inverse" if inverse else "")
     raise ValueError(f"unknown style {style!r}")

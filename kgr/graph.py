@@ -59,7 +59,7 @@ class Graph:
         return found
 
 
-_PATH_SEPARATORS = re.compile(r"[/.#:]")
+_PATH_SEPARATORS = re.compile(r"[/.#:]|_{2,}")  # `__` too: `people__person__place_of_birth` flattens a path
 
 
 def normalize_name(text: str) -> str:
@@ -70,11 +70,14 @@ def normalize_name(text: str) -> str:
 def relation_words(relation: str) -> str:
     """Turn a relation label such as `directed_by` or `hasGenre` into plain words.
 
-    A label written as a path (`/film/film/directed_by`, `people.person.spouse`, `dbo:birthPlace`, a URI) is named by
-    its last segment: the segments before it are a namespace that many labels share, and words every label has tell
-    no relation from another."""
+    A label written as a path (`/film/film/directed_by`, `people.person.spouse`, `dbo:birthPlace`, a URI,
+    `people__person__spouse`) is named by its last segment (an `inverse` segment joins the one before it): the
+    segments before it are a namespace that many labels share, and words every label has tell no relation from
+    another."""
     if not any(c.isspace() for c in relation):
         segments = [s for s in _PATH_SEPARATORS.split(relation) if s]
+        if len(segments) > 1 and segments[-1].lower() == "inverse":  # an inverse twin keeps its property's name
+            segments = [*segments[:-2], f"{segments[-2]}_inverse"]
         if len(segments) > 1 and any(c.isalpha() for c in segments[-1]):
             relation = segments[-1]
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", relation)

@@ -17,6 +17,11 @@ from kgr.graph import default_description, normalize_name, relation_words
     ("people.person.place_of_birth", "place of birth"),
     ("http://dbpedia.org/ontology/birthPlace", "birth place"),
     ("dbo:birthPlace", "birth place"),
+    ("people__person__place_of_birth", "place of birth"),  # a path flattened with double underscores
+    ("__film__film__directed_by", "directed by"),
+    ("film__film__directed_by__inverse", "directed by inverse"),  # an inverse twin keeps its property
+    ("/film/film/directed_by/inverse", "directed by inverse"),
+    ("plays__inverse", "plays inverse"),
     ("born_in.", "born in"),  # one segment: not a path
     ("v2.0", "v2 0"),  # a last segment without letters names nothing: the whole label is kept
 ])
