@@ -258,6 +258,10 @@ class CsragConfig:
     # candidates whose relation is less like every variant than this are not in the pool
     min_align: float = ranged(0.5, -1.0, 1.0)
     rerank_top: int = ranged(5, 1)  # Ks
+    # a pool that is not sufficient but whose probability mass settles on one relation (N_eff over relations <= gamma)
+    # is one answer set ("name a player from [X]": 26 players, equally likely): the constraint resolves and binds
+    # every edge of its sources along that relation, up to this many; 0 = off (paper)
+    set_answers: int = ranged(1000, 0)
     gamma: float = ranged(2.0, 1.0)
     temperature: float = ranged(0.1, 0.0, low_open=True)
     passages_first: int = ranged(10, 0)  # K't

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kgr.embed import TextVectors
-from kgr.methods.csrag.method import CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, softmax, sufficient
+from kgr.methods.csrag.method import (CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, settled_group, softmax,
+                                      sufficient)
 from kgr.methods.csrag.plan import Constraint, Plan, PlanError, plan_question, validate_plan
 from kgr.methods.graph_index import plan_index
 from kgr.methods.passages import bounded_evidence
@@ -96,6 +97,36 @@ def test_without_passages_an_unsettled_pool_binds_its_best_all_the_same():
     states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, unsettled_binds=2)
     assert states[0].status == "unresolved" and "bind ?x" in states[0].reason and states[0].bound == [10, 11]
     assert states[1].status == "resolved" and bindings == {"?x": [10, 11], "?y": [20]}
+
+
+def test_a_pool_settled_on_one_relation_is_one_answer_set():
+    # three equal candidates: N_eff 3 > gamma 2, but all along relation 7 (one group): settled on it
+    assert settled_group([0.5, 0.5, 0.5], [7, 7, 7], temperature=0.1, gamma=2.0) == 7
+    # the mass split over three relations is an ambiguity about the relation: not settled
+    assert settled_group([0.5, 0.5, 0.5], [7, 8, 9], temperature=0.1, gamma=2.0) is None
+    # two relations, one with most of the mass: 1/(P7^2 + P8^2) <= 2 always for two groups
+    assert settled_group([0.5, 0.5, 0.4], [7, 7, 8], temperature=0.1, gamma=2.0) == 7
+    assert settled_group([0.5, 0.5, 0.5, 0.5], [7, 7, 8, 9], temperature=0.1, gamma=1.5) is None
+    assert settled_group([], [], temperature=0.1, gamma=2.0) is None
+
+
+def test_a_widened_pool_resolves_and_binds_its_whole_answer_set():
+    plan = [c("A", "?x"), c("?x", "?y")]
+    retrieve, calls = pools_from({(0, (1,)): [(10, 0.5), (11, 0.5), (12, 0.5)], (1, (10, 11, 12, 13)): [(20, 0.9)]})
+    asked = []
+
+    def widen(i, sources, pool):
+        asked.append((i, sources, [cand.far for cand in pool]))
+        return pool + [Candidate(rid=999, near=1, far=13, score=0.5)] if i == 0 else None
+
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, widen=widen)
+    assert asked == [(0, [1], [10, 11, 12])]  # only the insufficient pool is offered
+    assert states[0].status == "resolved" and "settled on one relation: 4 answers" in states[0].reason
+    assert states[0].n_eff == pytest.approx(3.0) and [cand.far for cand in states[0].pool] == [10, 11, 12, 13]
+    assert states[0].set_from == 3  # the reranked pool, then the answer set's other edges
+    assert bindings == {"?x": [10, 11, 12, 13], "?y": [20]}
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0, widen=lambda *_: None)
+    assert states[0].status == "unresolved" and bindings == {}
 
 
 def test_passages_bind_the_variable_of_a_candidate_less_constraint():
@@ -642,16 +673,21 @@ def test_the_alternatives_a_question_offers_are_its_candidate_answers(offline):
 
 def test_a_graph_without_passages_answers_a_chain_from_its_unsettled_pools(metaqa_project):
     """Erik Poppe directed several films (N_eff > gamma): without passages to recover from, they bind ?film all the
-    same, and the films' actors are found (before, the chain stopped there and the result was empty)."""
+    same, and the films' actors are found (before, the chain stopped there and the result was empty). With
+    `csrag.set_answers` on (the default) the films, all along `directed_by`, are one answer set instead."""
+    from kgr.config import load_config
     from kgr.methods.base import RunContext
     from kgr.project import Project
     from kgr.store import GraphStore
 
+    question = query("who acted in the movies directed by [Erik Poppe]")
     with Project.open(metaqa_project) as project:
-        context = RunContext(project, project.config, GraphStore(project), "eval")
-        record = CSRAG(context).retrieve(query("who acted in the movies directed by [Erik Poppe]"))
-        assert {"Trond Espen Seim", "Jan Gunnar Røise"} <= set(record.entities)
-        assert any("no passages to recover from" in c["reason"] for c in record.trace["constraints"])
+        store = GraphStore(project)
+        for set_answers, reason in ((0, "no passages to recover from"), (1000, "settled on one relation")):
+            config = load_config(project.root, {"csrag.set_answers": set_answers})
+            record = CSRAG(RunContext(project, config, store, "eval")).retrieve(question)
+            assert {"Trond Espen Seim", "Jan Gunnar Røise"} <= set(record.entities)
+            assert any(reason in c["reason"] for c in record.trace["constraints"])
 
 
 def test_without_passages_an_unresolved_plan_is_followed_by_the_neighbourhood_most_like_the_question(metaqa_project):
@@ -667,7 +703,7 @@ def test_without_passages_an_unresolved_plan_is_followed_by_the_neighbourhood_mo
         store = GraphStore(project)
 
         def ask(fill: int):
-            config = load_config(project.root, {"csrag.graph_fill": fill})
+            config = load_config(project.root, {"csrag.graph_fill": fill, "csrag.set_answers": 0})  # unresolved
             return CSRAG(RunContext(project, config, store, "eval")).retrieve(question)
 
         plain, filled = ask(0), ask(3)

@@ -67,6 +67,20 @@ def sufficient(scores: Sequence[float], temperature: float, gamma: float) -> tup
     return value, bool(len(scores)) and value <= gamma + 1e-9
 
 
+def settled_group(scores: Sequence[float], groups: Sequence[int], temperature: float, gamma: float) -> int | None:
+    """The group (a relation) whose candidates share the pool's probability mass when the pool is settled on it: the
+    effective number of groups, 1/sum(P_g^2) with P_g the summed softmax of its candidates, is at most `gamma`
+    (None otherwise). Many near-equal candidates of one relation are one answer set, not an ambiguity."""
+    if not len(scores):
+        return None
+    p = softmax(scores, temperature)
+    keys, inverse = np.unique(np.asarray(groups), return_inverse=True)
+    mass = np.bincount(inverse, weights=p, minlength=len(keys))
+    if 1.0 / float(np.sum(mass * mass)) > gamma + 1e-9:
+        return None
+    return int(keys[int(np.argmax(mass))])
+
+
 @dataclass
 class Candidate:
     """A triple in a constraint's pool: `near` is the known side, `far` the other endpoint."""
@@ -91,6 +105,9 @@ class ConstraintState:
     pool: list[Candidate] = field(default_factory=list)
     n_eff: float = 0.0
     bound: list[int] = field(default_factory=list)  # far endpoints this constraint proposed for its target
+    # resolved as one relation's answer set (`settled_group`), not by N_eff <= gamma: the reranked pool's size, the
+    # rest of `pool` being the relation's other edges (None: not an answer set)
+    set_from: int | None = None
 
 
 def bind(pool: Sequence[Candidate], value: float) -> list[int]:
@@ -119,6 +136,7 @@ def propagate(
     on_decided: Callable[[ConstraintState], None] | None = None,
     recover: Callable[[int, dict[str, list[int]]], list[int]] | None = None,
     unsettled_binds: int = 0,
+    widen: Callable[[int, list[int], list[Candidate]], list[Candidate] | None] | None = None,
 ) -> tuple[list[ConstraintState], dict[str, list[int]]]:
     """Run every constraint whose source is known until nothing more propagates; return states and bindings.
 
@@ -134,6 +152,9 @@ def propagate(
     constraints can still be retrieved from the graph; the constraint itself stays unresolved.
     `unsettled_binds`, when there are no passages to recover from: an unresolved constraint's best that many
     candidates bind its variable all the same (recall first), and it stays unresolved.
+    `widen(index, source_entities, pool)`, when given, is asked about a pool that is not sufficient: it returns the
+    whole answer set when the pool is settled on one relation (`settled_group`), which then resolves the constraint
+    and binds every far endpoint, or None.
     """
     states = [ConstraintState(i) for i in range(len(constraints))]
     bindings: dict[str, list[int]] = {}
@@ -178,6 +199,9 @@ def propagate(
             continue
         state.pool = retrieve(i, state.sources, bindings)
         state.n_eff, ok = sufficient([c.score for c in state.pool], temperature, gamma)
+        whole = widen(i, state.sources, state.pool) if not ok and widen is not None and state.pool else None
+        if whole:
+            state.set_from, state.pool, ok = len(state.pool), whole, True
         if not ok:
             state.status = "unresolved"
             state.reason = "no candidates" if not state.pool else f"N_eff {state.n_eff:.2f} > gamma {gamma:g}"
@@ -190,11 +214,16 @@ def propagate(
                     state.reason += f"; {len(named)} entities named in its passages bind {target}"
             if not (state.pool and unsettled_binds):
                 continue
+        elif whole:
+            state.status = "resolved"
+            state.reason = f"N_eff {state.n_eff:.2f} > gamma {gamma:g}, settled on one relation: {len(whole)} answers"
         else:
             state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
         if not is_variable(target):
             continue
-        if ok:
+        if whole:
+            state.bound = list(dict.fromkeys(c.far for c in whole))
+        elif ok:
             state.bound = bind(state.pool, state.n_eff)
         else:
             state.bound = list(dict.fromkeys(c.far for c in state.pool[:unsettled_binds]))
@@ -401,6 +430,26 @@ class CSRAG:
             aligned_out.update(int(far[j]) for j in range(rids.size) if j not in chosen)
             return pool
 
+        def answer_set(i: int, sources: list[int], pool: list[Candidate]) -> list[Candidate] | None:
+            """The pool, then every other fresh edge of the sources along the relation it is settled on
+            (`settled_group`), up to `set_answers` in all; None when the pool is not settled on one relation."""
+            relation = settled_group([c.score for c in pool], store.relation_ids[[c.rid for c in pool]],
+                                     settings.temperature, settings.gamma)
+            if relation is None:
+                return None
+            rids, near, far = self.index.incident(sources)
+            members = list(pool)
+            taken = {c.rid for c in members}
+            lowest = min(c.score for c in members)
+            align = max(c.align for c in members if store.relation_ids[c.rid] == relation)
+            for rid, n, f in zip(rids.tolist(), near.tolist(), far.tolist()):
+                if len(members) >= settings.set_answers:
+                    break
+                if store.relation_ids[rid] == relation and rid not in taken and rid not in used_rids:
+                    taken.add(rid)
+                    members.append(Candidate(rid, n, f, align, lowest))
+            return members
+
         has_passages = bool(store.passages)
         recovered: dict[int, list[tuple[int, float]]] = {}  # constraint -> (passage, score), best first
 
@@ -441,7 +490,8 @@ class CSRAG:
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
                                      settings.gamma, on_decided,
                                      recover=named_in_passages if has_passages and settings.bind_from_passages
-                                     else None, unsettled_binds=0 if has_passages else settings.graph_recovery)
+                                     else None, unsettled_binds=0 if has_passages else settings.graph_recovery,
+                                     widen=answer_set if settings.set_answers else None)
         watch.lap("constraints")
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
@@ -456,12 +506,18 @@ class CSRAG:
 
         from kgr.methods.budget import pack_paths
 
-        ranked = [(state.index, cand) for state in states if state.status == "resolved" for cand in state.pool]
+        ranked = [(state.index, cand) for state in states if state.status == "resolved"
+                  for cand in state.pool[:state.set_from]]
         if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
-            if settings.graph_fill and any(state.status != "resolved" for state in states):
+            # an answer set rests on the relation it settled on: the fill stays (recall first)
+            if settings.graph_fill and any(state.status != "resolved" or state.set_from is not None
+                                           for state in states):
                 ranked += self.neighbourhood(anchor_ids, vectors([plain])[0], {cand.rid for _, cand in ranked})
+        # an answer set's other edges come last: many, alike, and the budget keeps the evidence above them first
+        ranked += [(state.index, cand) for state in states if state.set_from is not None
+                   for cand in state.pool[state.set_from:]]
         seen_rids: set[int] = set()
         paths, endpoints, scored = [], [], []
         for i, cand in ranked:
