@@ -184,12 +184,11 @@ def run_name(set_name: str, method: str, backbone: str, code: str) -> str:
     return f"suite-{set_name}-{method}-{backbone.replace('/', '_')}-{code}"
 
 
-def drop_older_runs(db, set_name: str, method: str, backbone: str, keep: str) -> int:
+def drop_older_runs(project, set_name: str, method: str, backbone: str, keep: str) -> int:
     """Delete this set's and method's suite runs made under other code or settings; return how many records."""
-    prefix = run_name(set_name, method, backbone, "")
-    count = db.execute("SELECT count(*) FROM records WHERE starts_with(run, ?) AND run <> ?", [prefix, keep]).fetchone()[0]
-    db.execute("DELETE FROM records WHERE starts_with(run, ?) AND run <> ?", [prefix, keep])
-    return int(count)
+    from kgr.methods.runs import drop_runs
+
+    return drop_runs(project, run_name(set_name, method, backbone, ""), keep)
 
 
 def record_stats(records: list[dict], ids: set[str]) -> dict:
@@ -202,7 +201,8 @@ def run_project(project_name: str, sets: list[tuple[DevSet, list]], methods: lis
     """Retrieve and score every set of one project with every method; return one row per (set, method)."""
     from kgr.evaluate.run import evaluate, queries_for
     from kgr.methods.base import RunContext
-    from kgr.methods.runner import _RECORDS_DDL, load_records, run_method
+    from kgr.methods.runner import run_method
+    from kgr.methods.runs import create_records_table, load_records
     from kgr.project import Project
     from kgr.store import GraphStore
 
@@ -218,7 +218,7 @@ def run_project(project_name: str, sets: list[tuple[DevSet, list]], methods: lis
             f"{len(store.passages):,} passages loaded in {time.perf_counter() - began:.1f}s")
         context = RunContext(project, project.config, store, "retrieve")
         code = code_fingerprint(project.config.to_dict())
-        project.db.execute(_RECORDS_DDL)
+        create_records_table(project)
         for dev_set, questions in sets:
             runs: dict[str, str] = {}
             timing: dict[str, dict] = {}
@@ -227,7 +227,7 @@ def run_project(project_name: str, sets: list[tuple[DevSet, list]], methods: lis
                     rows.append({"set": dev_set.name, "method": method, "skipped": "no passages in the project"})
                     continue
                 run = runs[method] = run_name(dev_set.name, method, context.backbone, code)
-                dropped = drop_older_runs(project.db, dev_set.name, method, context.backbone, run)
+                dropped = drop_older_runs(project, dev_set.name, method, context.backbone, run)
                 began = time.perf_counter()
                 _, done, reused = run_method(context, method, queries_for(questions), run=run, resume=not args.fresh)
                 timing[method] = {"retrieved": done, "reused": reused, "seconds": round(time.perf_counter() - began, 1),
@@ -252,7 +252,7 @@ def run_project(project_name: str, sets: list[tuple[DevSet, list]], methods: lis
                     "passage_r5": summary.passage_recall.get(5) if summary.n_passages else None,
                     "p50_ms": p50, "p95_ms": summary.latency_ms_p95,
                     "p50_over_vss": p50 / vss_p50 if p50 is not None and vss_p50 else None,
-                    **record_stats(load_records(project.db, run), ids), **timing[method],
+                    **record_stats(load_records(project, run), ids), **timing[method],
                 })
     return rows
 

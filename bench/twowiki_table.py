@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     from kgr.evaluate.metrics import normalize
     from kgr.evaluate.run import evaluate
     from kgr.methods.base import Query, RunContext
-    from kgr.methods.runner import load_records, method_class, run_method
+    from kgr.methods.runner import method_class, run_method
+    from kgr.methods.runs import load_records
     from kgr.project import Project
     from kgr.store import GraphStore
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             wanted = {q.id: q for q in questions}
             extra = {}
             for method, run in runs.items():
-                records = [r for r in load_records(project.db, run) if r["id"] in wanted]
+                records = [r for r in load_records(project, run) if r["id"] in wanted]
                 extra[method] = {
                     "context_tokens_mean": statistics.fmean(r["context_tokens"] for r in records),
                     "context_tokens_median": statistics.median(r["context_tokens"] for r in records),

@@ -393,12 +393,10 @@ def retrieve(
 def records(directory: ProjectLike, run: str, *, settings: Settings | None = None) -> list["RetrievalRecord"]:
     """The records a run holds, in question-id order (empty for a run that does not exist)."""
     from kgr.methods.records import RetrievalRecord
-    from kgr.methods.runner import load_records
+    from kgr.methods.runs import load_records
 
     with _opened(directory, settings=settings) as project:
-        if not project.has_table("records"):
-            return []
-        return [RetrievalRecord(**row) for row in load_records(project.db, run)]
+        return [RetrievalRecord(**row) for row in load_records(project, run)]
 
 
 def _stored_records(project: "Project", run: str, ids: list[str]) -> dict[str, "RetrievalRecord"]:
@@ -406,12 +404,9 @@ def _stored_records(project: "Project", run: str, ids: list[str]) -> dict[str, "
     import json
 
     from kgr.methods.records import RetrievalRecord
+    from kgr.methods.runs import record_lines
 
-    if not ids:
-        return {}
-    rows = project.db.execute("SELECT id, record FROM records WHERE run = ? AND list_contains(?, id)",
-                              [run, ids]).fetchall()
-    return {qid: RetrievalRecord(**json.loads(line)) for qid, line in rows}
+    return {qid: RetrievalRecord(**json.loads(line)) for qid, line in record_lines(project, run, ids).items()}
 
 
 # -- evaluation and robustness ------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import pytest
 
 from kgr.errors import ExitStatus, KgrError
 from kgr.methods.base import Query, RunContext
-from kgr.methods.runner import RunConflictError, load_records, run_method, run_plans, stored_plans
+from kgr.methods.runner import RunConflictError, run_method, run_plans, stored_plans
+from kgr.methods.runs import load_records
 from kgr.project import Project
 from kgr.store import GraphStore
 from test_dotrag import build_tiny_movies
@@ -66,23 +67,23 @@ def test_an_interrupted_run_keeps_complete_lines(context, tmp_path, monkeypatch)
         run_method(context, "bm25", QUERIES, run="r", out=out)
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["id"] for line in lines] == ["q1", "q2"]
-    assert [r["id"] for r in load_records(context, "r")] == ["q1", "q2"]
+    assert [r["id"] for r in load_records(context.project, "r")] == ["q1", "q2"]
 
 
 def test_a_record_of_another_question_is_never_reused(context, tmp_path):
     run_method(context, "bm25", QUERIES[:2], run="r")
-    before = load_records(context, "r")
+    before = load_records(context.project, "r")
     other = [Query("q1", "who wrote [Dark Harbor]"), QUERIES[2]]
     out = tmp_path / "kept.jsonl"
     out.write_text("old\n", encoding="utf-8")
     with pytest.raises(RunConflictError, match=r"run 'r' holds a record 'q1' for another question.*--run NAME.*--fresh") as err:
         run_method(context, "bm25", other, run="r", out=out)
     assert err.value.status == ExitStatus.USAGE
-    assert load_records(context, "r") == before and out.read_text(encoding="utf-8") == "old\n"  # nothing touched
+    assert load_records(context.project, "r") == before and out.read_text(encoding="utf-8") == "old\n"  # nothing touched
     # Whitespace differences are the same question; --fresh redoes the run for the new file.
     assert run_method(context, "bm25", [Query("q1", " who directed  [Dark Harbor]")], run="r")[1:] == (0, 1)
     assert run_method(context, "bm25", other, run="r", resume=False)[1:] == (2, 0)
-    assert [r["question"] for r in load_records(context, "r")] == [q.text for q in other]
+    assert [r["question"] for r in load_records(context.project, "r")] == [q.text for q in other]
 
 
 def test_repeated_queries_run_once_and_one_id_for_two_texts_is_refused(context):
@@ -169,7 +170,7 @@ def test_a_questions_record_is_the_same_alone_in_a_batch_in_threads_and_after_a_
         pass_dependent(context.store.encoder)
 
         def records(run: str, dropped: tuple[str, ...] = ("usage",)) -> dict[str, dict]:
-            return {r["id"]: comparable(r, dropped) for r in load_records(context, run)}
+            return {r["id"]: comparable(r, dropped) for r in load_records(context.project, run)}
 
         run_method(context, method, queries, run="batch")
         run_method(context, method, queries[::-1], run="reversed")

@@ -250,13 +250,13 @@ def stage_markdown(result: EvalResult) -> str:
 
 
 def _records(project, run: str) -> list[dict]:
-    from kgr.methods.runner import load_records
+    from kgr.methods.runs import has_records, load_records, run_names
 
-    if not project.has_table("records"):
+    if not has_records(project):
         raise KgrError(f"{project.root}: no retrieval runs stored yet; run `kgr retrieve` first")
-    found = load_records(project.db, run)
+    found = load_records(project, run)
     if not found:
-        stored = [r[0] for r in project.db.execute("SELECT DISTINCT run FROM records ORDER BY run").fetchall()]
+        stored = run_names(project)
         raise KgrError(f"{project.root}: no records for run {run!r} (stored runs: {', '.join(stored) or 'none'})")
     return found
 

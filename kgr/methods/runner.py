@@ -1,40 +1,18 @@
-"""Run a method over many questions: progress, concurrency, resumable records in DuckDB and JSONL."""
+"""Run a method over many questions: progress, concurrency, resumable records (stored by `kgr.methods.runs`) and
+JSONL."""
 
 from __future__ import annotations
 
 import importlib
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from kgr.config import planning_sections, planning_settings
 from kgr.errors import ExitStatus, KgrError, UsageError
-from kgr.methods import METHODS
+from kgr.methods import METHODS, runs
 from kgr.methods.base import Method, Query, RunContext
 from kgr.methods.records import EMPTY_RESULT, RetrievalRecord, empty_result_warning, same_question
-
-_RECORDS_DDL = """
-CREATE TABLE IF NOT EXISTS records (
-    run VARCHAR NOT NULL,
-    id VARCHAR NOT NULL,
-    method VARCHAR NOT NULL,
-    record JSON NOT NULL,
-    PRIMARY KEY (run, id)
-)
-"""
-
-
-_PLANS_DDL = """
-CREATE TABLE IF NOT EXISTS plans (
-    method VARCHAR NOT NULL,
-    key VARCHAR NOT NULL,
-    id VARCHAR NOT NULL,
-    question VARCHAR NOT NULL,
-    plan JSON NOT NULL,
-    PRIMARY KEY (method, key, id)
-)
-"""
 
 
 def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: bool = True) -> RunContext:
@@ -79,20 +57,17 @@ def run_plans(context: RunContext, method_name: str, queries: list[Query], *, fr
     cls = method_class(method_name)
     if not hasattr(cls, "plan"):
         raise KgrError(f"method {method_name} has no planning stage")
-    db = context.project.db
-    db.execute(_PLANS_DDL)
+    project = context.project
     key = plan_key(context, method_name)
     if fresh:
-        db.execute("DELETE FROM plans WHERE method = ? AND key = ?", [method_name, key])
-    stored = dict(db.execute("SELECT id, question FROM plans WHERE method = ? AND key = ?",
-                             [method_name, key]).fetchall())
+        runs.clear_plans(project, method_name, key)
+    stored = runs.plan_questions(project, method_name, key)
     todo = [q for q in _distinct(queries) if not same_question(stored.get(q.id), q.text)]
     method = cls(context)
     for query in todo:
         plan = method.plan(query)
         plan["usage"] = context.usage(query.id)
-        db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?)",
-                   [method_name, key, query.id, query.text, json.dumps(plan, default=str)])
+        runs.save_plan(project, method_name, key, query.id, query.text, plan)
         if progress:
             progress(1)
     return len(todo), len(queries) - len(todo)
@@ -100,13 +75,8 @@ def run_plans(context: RunContext, method_name: str, queries: list[Query], *, fr
 
 def stored_plans(context: RunContext, method_name: str, queries: Iterable[Query]) -> dict[str, dict]:
     """The plans made under the current key for these queries, by id (a plan of another question text is left out)."""
-    if not context.project.has_table("plans"):
-        return {}
-    rows = context.project.db.execute("SELECT id, question, plan FROM plans WHERE method = ? AND key = ?",
-                                      [method_name, plan_key(context, method_name)]).fetchall()
-    stored = {qid: (question, plan) for qid, question, plan in rows}
-    return {q.id: json.loads(stored[q.id][1]) for q in queries
-            if q.id in stored and same_question(stored[q.id][0], q.text)}
+    stored = runs.load_plans(context.project, method_name, plan_key(context, method_name))
+    return {q.id: stored[q.id][1] for q in queries if q.id in stored and same_question(stored[q.id][0], q.text)}
 
 
 def method_class(name: str) -> type[Method]:
@@ -119,13 +89,6 @@ def method_class(name: str) -> type[Method]:
 
 def default_run_name(method: str, backbone: str) -> str:
     return f"{method}-{backbone.replace('/', '_')}"
-
-
-def load_records(context_or_db, run: str) -> list[dict]:
-    """The stored records of a run, in question-id order."""
-    db = getattr(getattr(context_or_db, "project", None), "db", context_or_db)
-    rows = db.execute("SELECT record FROM records WHERE run = ? ORDER BY id", [run]).fetchall()
-    return [json.loads(row[0]) for row in rows]
 
 
 def run_method(
@@ -147,14 +110,13 @@ def run_method(
     (reused or new) is written to that JSONL file in query order as it completes, one flushed line each.
     """
     run = run or default_run_name(method_name, context.backbone)
-    db = context.project.db
+    project = context.project
     queries = _distinct(queries)
     stored = _stored_questions(context, run, queries) if resume else {}
     cls = method_class(method_name)
     sink = _open_out(out) if out is not None else None
     if not resume:
-        db.execute(_RECORDS_DDL)
-        db.execute("DELETE FROM records WHERE run = ?", [run])
+        runs.clear_run(project, run)
     done = {q.id for q in queries if q.id in stored}
     todo = [q for q in queries if q.id not in done]
     if progress and done:
@@ -165,11 +127,11 @@ def run_method(
         for query in queries:
             if query.id in done:
                 if sink:
-                    _write_line(sink, _stored_record(db, run, query.id))
+                    _write_line(sink, runs.record_line(project, run, query.id))
                 continue
             record = next(fresh_records)
             line = record.to_json()
-            db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", [run, record.id, record.method, line])
+            runs.save_record(project, run, record.id, record.method, line)
             if sink:
                 _write_line(sink, line)
             if on_record:
@@ -191,10 +153,7 @@ def check_resumable(context: RunContext, method_name: str, queries: list[Query],
 
 def _stored_questions(context: RunContext, run: str, queries: list[Query]) -> dict[str, str]:
     """The question text of each record the run holds, by id; refuses a record of another question under a query's id."""
-    db = context.project.db
-    db.execute(_RECORDS_DDL)
-    stored = dict(db.execute("SELECT id, json_extract_string(record, '$.question') FROM records WHERE run = ?",
-                             [run]).fetchall())
+    stored = runs.record_questions(context.project, run)
     for query in queries:
         if query.id in stored and not same_question(stored[query.id], query.text):
             raise RunConflictError(
@@ -225,11 +184,6 @@ def _open_out(path: Path):
         return open(path, "w", encoding="utf-8")
     except OSError as exc:
         raise KgrError(f"{path}: cannot write the records ({exc.strerror})") from None
-
-
-def _stored_record(db, run: str, qid: str) -> str:
-    """A stored record's JSON line, as written when it was retrieved."""
-    return db.execute("SELECT record FROM records WHERE run = ? AND id = ?", [run, qid]).fetchone()[0]
 
 
 def _write_line(handle, line: str) -> None:
