@@ -359,6 +359,49 @@ def test_a_stored_plan_gives_the_same_record(dotrag, text):
     assert planned.trace["plan"]["pairs"] == direct.trace["plan"]["pairs"]
 
 
+# A plan as `kgr plan` stored it before DotRAG's plan was a typed dataclass (main at e050770, plan version 4; the
+# plans table's JSON, `usage` added by the runner): the typed plan reads it and writes it back unchanged.
+ALTERNATIVES = "which movie came out first, [Dark Harbor] or [Golden Hour]"
+STORED_V4_PLAN = (
+    '{"question": "which movie came out first, [Dark Harbor] or [Golden Hour]", "anchors": [{"eid": 0, "name": '
+    '"Dark Harbor", "types": ["movie"], "named": true, "similarity": 0.6087, "rank": 0}, {"eid": 11, "name": '
+    '"Golden Hour", "types": ["movie"], "named": true, "similarity": 0.5843, "rank": 1}], "pairs": [{"anchor": 0, '
+    '"anchor_rank": 0, "type": "language", "type_rank": 0, "query": "in language language", "previews": []}, '
+    '{"anchor": 11, "anchor_rank": 1, "type": "language", "type_rank": 0, "query": "in language language", '
+    '"previews": []}], "alternatives": [0, 11], "hedged": false, "unmatched_mentions": [], "warnings": [], '
+    '"timings_ms": {"seeds": 40.055, "rank_anchors": 0.027, "rank_trajectories": 3.192}, "latency_ms": 43.332, '
+    '"usage": {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}'
+)
+
+
+def test_a_plan_stored_before_the_plan_was_typed_reads_back_unchanged_and_retrieves(dotrag):
+    from kgr.methods.dotrag.plan import TrajectoryPlan
+
+    stored = json.loads(STORED_V4_PLAN)
+    plan = TrajectoryPlan.from_dict(stored)
+    assert plan.alternatives == (0, 11) and [a.similarity for a in plan.anchors] == [0.6087, 0.5843]
+    assert json.dumps(plan.to_dict()) == STORED_V4_PLAN  # the same keys, in the same order, with the same values
+    method = dotrag()
+    record = method.retrieve(Query("q", ALTERNATIVES), plan=stored)
+    assert json.dumps(record.trace["plan"]) == STORED_V4_PLAN
+    assert record.anchors == ["Dark Harbor", "Golden Hour"] and record.entities[:2] == ["Dark Harbor", "Golden Hour"]
+    assert record.latency_ms >= 43.332  # the stored plan's planning time counts
+    # the plan made today has the stored form: timings and the runner's usage aside, the same JSON
+    made = method.plan(Query("q", ALTERNATIVES))
+    volatile = ("timings_ms", "latency_ms", "usage")
+    assert {k: v for k, v in made.items() if k not in volatile} == {k: v for k, v in stored.items() if k not in volatile}
+    assert list(made) == [k for k in stored if k != "usage"]
+
+
+def test_a_plan_lacking_what_a_plan_holds_is_refused_by_name(dotrag):
+    from kgr.errors import KgrError
+
+    stored = json.loads(STORED_V4_PLAN)
+    del stored["pairs"], stored["latency_ms"]
+    with pytest.raises(KgrError, match="not a DotRAG plan .*lacks pairs, latency_ms"):
+        dotrag().retrieve(Query("q", ALTERNATIVES), plan=stored)
+
+
 # -- type schema -------------------------------------------------------------------------------------------------
 def test_type_schema(store):
     _, graph = store

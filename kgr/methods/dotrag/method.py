@@ -16,6 +16,7 @@ from kgr.lexicon import mark_names, name_spans, offered_alternatives
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.dotrag.offline import OfflinePolicy, label_words, step_query
+from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import (AnchorOption, Continue, HopSummary, LLMPolicy, Policy, RandomPolicy,
                                        TrajectoryOption)
 from kgr.methods.graph_index import most_like, plan_index
@@ -152,27 +153,12 @@ def layer_paths(layers: list[PathLayer], depth: int) -> list[Path]:
             for r, e, x, score in zip(rids_rows, eids_rows, sims_rows, layers[depth].scores.tolist())]
 
 
-@dataclass
-class Pair:
-    """A planned (anchor, first-hop type) trajectory and its priority."""
-
-    anchor: int
-    anchor_rank: int
-    type: str
-    type_rank: int
-    query: str
-    previews: list[str] = field(default_factory=list)
-
-
 class DotRAG:
     """LLM-guided relational path retrieval, with the offline, random or an LLM policy making decisions."""
 
     name = "dotrag"
     needs_reach = True
-    # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
-    # 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
-    # 4: plans carry the anchors the question offers as alternatives
-    plan_version = 4
+    plan_version = PLAN_VERSION  # stored plans of another planner version are planned again
 
     def __init__(self, context: RunContext):
         self.context = context
@@ -212,6 +198,10 @@ class DotRAG:
 
     # -- planning ----------------------------------------------------------------------------------------------
     def plan(self, query: Query) -> dict[str, Any]:
+        """The question's plan as JSON-able data (what `kgr plan` stores; `retrieve(plan=...)` takes it back)."""
+        return self.make_plan(query).to_dict()
+
+    def make_plan(self, query: Query) -> TrajectoryPlan:
         """Trajectory discovery and ranking: anchors, first-hop types with previews, and the kept pairs."""
         watch = Stopwatch()
         self._begin_question(query)
@@ -254,24 +244,24 @@ class DotRAG:
                 # the policy wrote the query for its first choice; hedged ones search for their own relation
                 hop_query = first_query if type_rank == 0 else \
                     step_query(option.relations[0] if option.relations else "", option.type)
-                pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, option.previews))
+                pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, tuple(option.previews)))
         pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))
         watch.lap("rank_trajectories")
         kept = max(settings.trajectories, hedged)
-        return {
-            "question": question,
-            "anchors": [{"eid": e, "name": o.name, "types": o.types, "named": o.named,
-                         "similarity": None if o.similarity is None else round(o.similarity, 4),
-                         "rank": anchor_order.index(i)}
-                        for i, ((e, _), o) in enumerate(zip(anchors, options))],
-            "pairs": [asdict(p) for p in pairs[:kept]],
-            "alternatives": alternatives,
-            "hedged": hedged > 0,
-            "unmatched_mentions": unmatched,
-            "warnings": warnings + self.context.take_warnings(query.id),
-            "timings_ms": watch.steps,
-            "latency_ms": watch.total_ms,
-        }
+        return TrajectoryPlan(
+            question=question,
+            anchors=tuple(PlannedAnchor(e, o.name, tuple(o.types), o.named,
+                                        None if o.similarity is None else round(o.similarity, 4),
+                                        anchor_order.index(i))
+                          for i, ((e, _), o) in enumerate(zip(anchors, options))),
+            pairs=tuple(pairs[:kept]),
+            alternatives=tuple(alternatives),
+            hedged=hedged > 0,
+            unmatched_mentions=tuple(unmatched),
+            warnings=tuple(warnings + self.context.take_warnings(query.id)),
+            timings_ms=watch.steps,
+            latency_ms=watch.total_ms,
+        )
 
     def _anchors(self, query: Query, qv: Callable[[], np.ndarray]) -> tuple[list[tuple[int, bool]], list[str], list[str]]:
         """(anchors, unmatched mentions, warnings): the entities the bracketed mentions name (exactly, or loosely at
@@ -361,20 +351,23 @@ class DotRAG:
         return [self.store.relation_labels[i] for i in labels[np.argsort(-counts, kind="stable")]]
 
     # -- path search -------------------------------------------------------------------------------------------
-    def retrieve(self, query: Query, plan: dict[str, Any] | None = None) -> RetrievalRecord:
+    def retrieve(self, query: Query, plan: TrajectoryPlan | dict[str, Any] | None = None) -> RetrievalRecord:
+        """The question's record, walking `plan` (a stored plan, or its JSON form) or a plan made now."""
         watch = Stopwatch()
-        if plan is None:
-            plan = self.plan(query)
+        if isinstance(plan, dict):
+            plan = TrajectoryPlan.from_dict(plan)
+        elif plan is None:
+            plan = self.make_plan(query)
         # afresh after planning as after reading a stored plan: the same question's opening pass is kept, the rest
         # encoded again, so a record is the same whether its plan was made now or read back
-        self._begin_question(query, plan.get("hedged", False))
+        self._begin_question(query, plan.hedged)
         watch.lap("plan")
-        trace: dict[str, Any] = {"plan": plan, "trajectories": [], "reached": set(), "filtered": set()}
+        trace: dict[str, Any] = {"plan": plan.to_dict(), "trajectories": [], "reached": set(), "filtered": set()}
         ranked: list[tuple[tuple, Path]] = []
-        self._vectors([pair["query"] for pair in plan["pairs"]])
-        for priority, pair in enumerate(plan["pairs"]):
-            paths, walk, preferred = self._search(query, plan["question"], Pair(**pair), trace)
-            trace["trajectories"].append({"anchor": self.store.names[pair["anchor"]], "type": pair["type"],
+        self._vectors([pair.query for pair in plan.pairs])
+        for priority, pair in enumerate(plan.pairs):
+            paths, walk, preferred = self._search(query, plan.question, pair, trace)
+            trace["trajectories"].append({"anchor": self.store.names[pair.anchor], "type": pair.type,
                                           "hops": [asdict(h) for h in walk], "preferred_depths": preferred})
             for path in paths:
                 ranked.append(((priority, preferred.index(len(path.rids)), -path.score), path))
@@ -383,20 +376,20 @@ class DotRAG:
         unique: dict[tuple[int, ...], Path] = {}
         for _, path in ranked:
             unique.setdefault(path.rids, path)
-        paths, shared = self._conjoin(query, list(unique.values()), bool(plan.get("alternatives")))
+        paths, shared = self._conjoin(query, list(unique.values()), bool(plan.alternatives))
         if shared is not None:
             trace["conjunction"] = sorted(self.store.names[e] for e in shared)
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
-        if self.settings.fill and plan.get("hedged"):  # an unsure plan: the evidence may lie off its walks
-            filled = self._fill(query, [p["anchor"] for p in plan["pairs"]], paths)
+        if self.settings.fill and plan.hedged:  # an unsure plan: the evidence may lie off its walks
+            filled = self._fill(query, [p.anchor for p in plan.pairs], paths)
             trace["fill"] = len(filled)
             paths = paths + filled
             watch.lap("fill")
         packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
                             endpoints=[p.eids for p in paths], passages=passages)
         watch.lap("pack")
-        anchors = {p["anchor"] for p in plan["pairs"]}
+        anchors = {p.anchor for p in plan.pairs}
         names = self.store.names
         kept_paths = [paths[i] for i in packed.kept_paths]
         trace["cut_by_budget"] = sorted({names[e] for i in packed.cut_paths for e in paths[i].eids[1:]})
@@ -404,17 +397,17 @@ class DotRAG:
         trace["filtered"] = sorted({names[e] for e in trace["filtered"]})
         return RetrievalRecord(
             id=query.id, question=query.text, method=self.name, backbone=self.policy.name,
-            anchors=[a["name"] for a in plan["anchors"] if a["eid"] in anchors],
-            unmatched_mentions=list(plan.get("unmatched_mentions", [])),
-            warnings=[*plan.get("warnings", []), *self.context.take_warnings(query.id)],
+            anchors=[a.name for a in plan.anchors if a.eid in anchors],
+            unmatched_mentions=list(plan.unmatched_mentions),
+            warnings=[*plan.warnings, *self.context.take_warnings(query.id)],
             # the alternatives a question offers are its candidate answers, though they anchor its paths
-            entities=list(dict.fromkeys([*(names[e] for e in plan.get("alternatives", [])),
+            entities=list(dict.fromkeys([*(names[e] for e in plan.alternatives),
                                          *(names[e] for e in packed.eids if e not in anchors)])),
             paths=[self._describe(p) for p in kept_paths],
             context=packed.context, context_tokens=packed.tokens,
             passages=[self.store.passages[p][0] for p in packed.pids] if self.store.passages else None,
-            latency_ms=round(watch.total_ms - watch.steps["plan"] + plan["latency_ms"], 3),
-            timings_ms={**{f"plan.{k}": v for k, v in plan.get("timings_ms", {}).items()},
+            latency_ms=round(watch.total_ms - watch.steps["plan"] + plan.latency_ms, 3),
+            timings_ms={**{f"plan.{k}": v for k, v in plan.timings_ms.items()},
                         **{k: v for k, v in watch.steps.items() if k != "plan"}},
             trace=trace, **self.context.usage(query.id),
         )
@@ -431,12 +424,12 @@ class DotRAG:
                          [r for p in paths for r in p.rids], self.settings.fill)
         return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best]
 
-    def _passages(self, query: Query, plan: dict[str, Any], paths: list[Path], trace: dict) -> list[int]:
+    def _passages(self, query: Query, plan: TrajectoryPlan, paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
         them: the provenance of the paths' relationships, and a walk from the anchors weighted by their names'
         specificity (`csrag.specificity`, `csrag.walk_*`, `csrag.evidence_weight`)."""
         store, csrag = self.store, self.context.config.csrag
-        seeds = {a["eid"]: store.specificity(a["name"]) ** csrag.specificity for a in plan["anchors"]}
+        seeds = {a.eid: store.specificity(a.name) ** csrag.specificity for a in plan.anchors}
         evidence = plan_index(store).walk_evidence(seeds, csrag)
         for path in paths:
             for rid in path.rids:

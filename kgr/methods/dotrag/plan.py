@@ -1,0 +1,98 @@
+"""DotRAG's plan: the anchors a question names and the (anchor, first-hop type) trajectories to walk, in priority order.
+
+`TrajectoryPlan` is what `DotRAG.make_plan` returns and `DotRAG.retrieve` walks; `to_dict` is its JSON form, the one
+`kgr plan` stores, `kgr plan --json` prints and a record's `trace["plan"]` holds, and `from_dict` reads it back. The
+JSON form is the plans table's since plan version 4 (the keys below, in this order, no version key): the version is a
+part of the plan key (`kgr.methods.runner.plan_key`), so a plan stored by another planner version is never read, it
+is planned again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from kgr.errors import KgrError
+
+# 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
+# 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
+# 4: plans carry the anchors the question offers as alternatives
+PLAN_VERSION = 4
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A planned (anchor, first-hop type) trajectory, its ranks, and the query its first hop searches with."""
+
+    anchor: int  # entity id
+    anchor_rank: int  # the policy's rank of the anchor
+    type: str  # the first hop's entity type
+    type_rank: int  # the policy's rank of the type among the anchor's trajectories
+    query: str
+    previews: tuple[str, ...] = ()  # relationship texts the policy was shown for this type
+
+
+@dataclass(frozen=True)
+class PlannedAnchor:
+    """A candidate anchor as the policy ranked it."""
+
+    eid: int
+    name: str
+    types: tuple[str, ...]
+    named: bool  # its name appears in the question (bracketed or found), not a seed most like the question
+    similarity: float | None  # cosine to the question, when the policy read it
+    rank: int  # the policy's rank among the question's anchors
+
+
+@dataclass(frozen=True)
+class TrajectoryPlan:
+    """Trajectory discovery and ranking for one question: what `kgr plan` stores and retrieval walks."""
+
+    question: str  # the question as the policy read it (names found in an unbracketed question marked as mentions)
+    anchors: tuple[PlannedAnchor, ...]
+    pairs: tuple[Pair, ...]  # the trajectories to walk, in priority order
+    alternatives: tuple[int, ...] = ()  # the anchors the question offers as its answer's alternatives
+    hedged: bool = False  # the policy was unsure of its ranking and kept more trajectories
+    unmatched_mentions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    usage: Mapping[str, float] | None = None  # the backbone usage of planning, added when the runner stores the plan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (what the plans table and a record's trace hold)."""
+        data: dict[str, Any] = {
+            "question": self.question,
+            "anchors": [{**asdict(a), "types": list(a.types)} for a in self.anchors],
+            "pairs": [{**asdict(p), "previews": list(p.previews)} for p in self.pairs],
+            "alternatives": list(self.alternatives),
+            "hedged": self.hedged,
+            "unmatched_mentions": list(self.unmatched_mentions),
+            "warnings": list(self.warnings),
+            "timings_ms": dict(self.timings_ms),
+            "latency_ms": self.latency_ms,
+        }
+        if self.usage is not None:
+            data["usage"] = dict(self.usage)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrajectoryPlan":
+        """A plan from its JSON form; raises KgrError naming the keys a plan needs that `data` lacks."""
+        missing = [key for key in ("question", "anchors", "pairs", "latency_ms") if key not in data]
+        if missing:
+            raise KgrError(f"not a DotRAG plan (version {PLAN_VERSION}): it lacks {', '.join(missing)}")
+        return cls(
+            question=data["question"],
+            anchors=tuple(PlannedAnchor(a["eid"], a["name"], tuple(a["types"]), a["named"], a["similarity"], a["rank"])
+                          for a in data["anchors"]),
+            pairs=tuple(Pair(p["anchor"], p["anchor_rank"], p["type"], p["type_rank"], p["query"],
+                             tuple(p.get("previews", ()))) for p in data["pairs"]),
+            alternatives=tuple(data.get("alternatives", ())),
+            hedged=bool(data.get("hedged", False)),
+            unmatched_mentions=tuple(data.get("unmatched_mentions", ())),
+            warnings=tuple(data.get("warnings", ())),
+            timings_ms=dict(data.get("timings_ms", {})),
+            latency_ms=data["latency_ms"],
+            usage=data.get("usage"),
+        )
