@@ -17,7 +17,8 @@ from kgr.errors import KgrError
 # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
 # 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
 # 4: plans carry the anchors the question offers as alternatives
-PLAN_VERSION = 4
+# 5: the offline policy follows near-tied first-hop trajectories and reads an inferred type as its own relation only
+PLAN_VERSION = 5
 
 
 @dataclass(frozen=True)
