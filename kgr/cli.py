@@ -163,6 +163,8 @@ def ingest(
                                             help="Field delimiter for CSV/TSV/triples."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", metavar="MODEL",
                                                   help="Model name or local path."),
+    engine: Optional[str] = typer.Option(None, "--engine", metavar="local|ray",
+                                         help="Encode here (local) or on a Ray cluster (ray; see [ray] settings)."),
     replace: bool = typer.Option(False, "--replace", help="Replace the project's graph with these inputs."),
     append: bool = typer.Option(False, "--append", help="Add these inputs to the project's graph."),
     settings: list[str] = SetOption,
@@ -175,7 +177,7 @@ def ingest(
 
     output = Output(quiet)
     columns = parse_pairs(column, "--column") or None
-    overrides = parse_settings(settings, **{"embedding.model": embedding_model})
+    overrides = parse_settings(settings, **{"embedding.model": embedding_model, "embedding.engine": engine})
     mode = ingest_mode(replace, append)
     with output.progress() as bar:
         report = api.ingest(directory, graph, passages=passages, schema=schema, fmt=fmt, columns=columns,

@@ -66,6 +66,23 @@ class EmbeddingConfig:
     # float32. bfloat16 vectors agree with float32's to cosine >= 0.996 (stored vectors are float16 anyway) and cost
     # 2x less in bulk, 2-3x less for a question's batches of several texts (bench/encoder_precision.py)
     precision: str = field(default="auto", metadata={"choices": ("auto", "float32", "bfloat16")})
+    # where an ingest encodes its texts: "local" in this process, or "ray": a Ray cluster's encoder actors (`[ray]`;
+    # needs `pip install kgr[ray]`). Vectors and tables are the same either way (within rounding on other CPUs)
+    engine: str = field(default="local", metadata={"choices": ("local", "ray")})
+
+
+@dataclass
+class RayConfig:
+    """Where `embedding.engine = "ray"` encodes (kgr.embed_ray)."""
+
+    # the cluster to join: "" starts a private Ray on this machine (127.0.0.1, no dashboard) for the run; "auto" joins
+    # the one `ray start` runs here; "ray://HOST:10001" a remote one
+    address: str = ""
+    # encoder actors, each loading the model once; 0 = as many as the cluster's CPUs hold (embedding.threads each)
+    workers: int = ranged(0, 0)
+    # texts per actor call (and per checkpoint part); 0 = the local engine's part (embedding.batch_size x 4), whose
+    # vectors are then bit for bit the local engine's on the same CPU: a text's vector depends on its batch's padding
+    batch_size: int = ranged(0, 0)
 
 
 @dataclass
@@ -321,6 +338,7 @@ class BudgetConfig:
 @dataclass
 class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     types: TypesConfig = field(default_factory=TypesConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)

@@ -11,7 +11,7 @@ import time
 import uuid
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -545,54 +545,86 @@ class EmbeddingCheckpoint:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+class LocalEngine:
+    """Encodes an ingest's parts in this process, one after another, with `encoder`."""
+
+    def __init__(self, encoder: Encoder):
+        self.encoder = encoder
+        # New vectors are encoded `CHECKPOINT_BATCHES` encoder batches at a time; each part goes to the checkpoint.
+        self.part_size = max(encoder.batch_size, 1) * CHECKPOINT_BATCHES
+
+    @property
+    def encode_seconds(self) -> float:
+        return self.encoder.encode_seconds
+
+    def encode_parts(self, parts: Sequence[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Each part's vectors, in order, encoded when asked for (lazily: a kill loses at most one part)."""
+        for part in parts:
+            yield self.encoder.encode(list(part))
+
+
+def missing_parts(texts: Sequence[str], reuse: Mapping[str, np.ndarray], part_size: int) -> list[list[int]]:
+    """The rows of `texts` whose vectors are not in `reuse`, in the parts they are encoded in: within each `CHUNK_ROWS`
+    chunk, `part_size` at a time (an engine that encodes these same parts gives the same vectors)."""
+    parts = []
+    for start in range(0, len(texts), CHUNK_ROWS):
+        missing = [start + i for i, text in enumerate(texts[start:start + CHUNK_ROWS]) if text_hash(text) not in reuse]
+        parts += [missing[first:first + part_size] for first in range(0, len(missing), part_size)]
+    return parts
+
+
 def write_vector_table(
     directory: Path,
     name: str,
     texts: Sequence[str],
-    encoder: Encoder,
-    reuse: dict[str, np.ndarray],
+    dimension: int,
+    reuse: Mapping[str, np.ndarray],
+    parts: Sequence[Sequence[int]],
+    encoded_parts: Iterator[np.ndarray],
     progress: Progress | None = None,
     checkpoint: EmbeddingCheckpoint | None = None,
 ) -> int:
-    """Embed `texts` (row i has id i) into table `name`, reusing vectors by hash; return how many were encoded.
-
-    New vectors are encoded `CHECKPOINT_BATCHES` encoder batches at a time and each part goes to `checkpoint`."""
+    """Write `texts` (row i has id i) into table `name`: vectors from `reuse` by hash, the rows of each of `parts`
+    (`missing_parts`) from the next of `encoded_parts`, each saved to `checkpoint` as it comes; return how many were
+    encoded."""
     import pyarrow as pa
 
     db = _connect(directory)
     table = None
     encoded = 0
-    dim = encoder.dimension
-    part_size = max(encoder.batch_size, 1) * CHECKPOINT_BATCHES
+    waiting = iter(parts)
+    part = next(waiting, None)
     for start in range(0, len(texts), CHUNK_ROWS):
         chunk = texts[start:start + CHUNK_ROWS]
         hashes = [text_hash(text) for text in chunk]
-        vectors = np.empty((len(chunk), dim), dtype=np.float16)
-        missing = [i for i, digest in enumerate(hashes) if digest not in reuse]
+        vectors = np.empty((len(chunk), dimension), dtype=np.float16)
+        reused = 0
         for i, digest in enumerate(hashes):
             if digest in reuse:
                 vectors[i] = reuse[digest]
-        if progress and len(chunk) > len(missing):
-            progress(len(chunk) - len(missing))
-        for first in range(0, len(missing), part_size):
-            part = missing[first:first + part_size]
-            vectors[part] = encoder.encode([chunk[i] for i in part])
+                reused += 1
+        if progress and reused:
+            progress(reused)
+        while part is not None and part[0] < start + len(chunk):
+            rows = [i - start for i in part]
+            vectors[rows] = next(encoded_parts)
             if checkpoint is not None:
-                checkpoint.save([hashes[i] for i in part], vectors[part])
-            encoded += len(part)
+                checkpoint.save([hashes[i] for i in rows], vectors[rows])
+            encoded += len(rows)
             if progress:
-                progress(len(part))
+                progress(len(rows))
+            part = next(waiting, None)
         batch = pa.table({
             "id": pa.array(np.arange(start, start + len(chunk), dtype=np.int32)),
             "hash": pa.array(hashes),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
         })
         if table is None:
             table = db.create_table(name, data=batch)
         else:
             table.add(batch)
     if table is None:
-        schema = pa.schema([("id", pa.int32()), ("hash", pa.string()), ("vector", pa.list_(pa.float16(), dim))])
+        schema = pa.schema([("id", pa.int32()), ("hash", pa.string()), ("vector", pa.list_(pa.float16(), dimension))])
         db.create_table(name, schema=schema)
     return encoded
 

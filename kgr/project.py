@@ -58,8 +58,8 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
     "overview": ("overview", "backbone"),
 }
 # Settings that change how fast a stage runs, and what it produces only within rounding (the encoder's precision moves
-# a vector's cosine by at most ~0.004: stored vectors stay valid).
-RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision")}
+# a vector's cosine by at most ~0.004: stored vectors stay valid; the engine only where its texts are encoded).
+RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision", "engine")}
 # Stages a later stage may use but does not require (their absence is an ablation, not an error).
 OPTIONAL_INPUTS = {"overview"}
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import (EmbeddingCheckpoint, Encoder, PhraseCache, project_encoder, reusable_vectors, write_meta,
-                       write_vector_table)
+from kgr.embed import (EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, missing_parts, project_encoder,
+                       reusable_vectors, write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
@@ -228,6 +228,10 @@ def run_ingest(
     if mode is not None and mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     started = time.time()
+    if project.config.embedding.engine == "ray":
+        from kgr.embed_ray import require_ray
+
+        require_ray()  # before any work: a missing extra is reported at once
     part_fp = options.fingerprint()
     action, held = _decide(project, options, part_fp, mode, force)
     if action == "skip":
@@ -274,6 +278,15 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     return report
 
 
+def ingest_engine(config, encoder: Encoder):
+    """Where an ingest encodes its texts (`embedding.engine`): in this process with `encoder`, or on Ray's workers."""
+    if config.embedding.engine == "ray":
+        from kgr.embed_ray import RayEngine
+
+        return RayEngine(config)
+    return LocalEngine(encoder)
+
+
 def store_graph(
     project: Project,
     tables: dict[str, dict[str, list]],
@@ -308,13 +321,23 @@ def store_graph(
     checkpoint = EmbeddingCheckpoint(project.root, encoder.model_name)
     reuse.update(checkpoint.load())
     encoded = 0
-    for name, texts in (
-        ("entities", tables["entities"]["text"]),
-        ("relationships", tables["relationships"]["description"]),
-        ("passages", [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])]),
-    ):
-        tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
-        encoded += write_vector_table(gen, name, texts, encoder, reuse, tick, checkpoint)
+    texts_of = {
+        "entities": tables["entities"]["text"],
+        "relationships": tables["relationships"]["description"],
+        "passages": [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])],
+    }
+    engine = ingest_engine(project.config, encoder)
+    parts_of = {name: missing_parts(texts, reuse, engine.part_size) for name, texts in texts_of.items()}
+    # one stream of every table's parts: an engine that starts workers starts them once
+    stream = engine.encode_parts([[texts_of[name][i] for i in part] for name, parts in parts_of.items()
+                                  for part in parts])
+    try:
+        for name, texts in texts_of.items():
+            tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
+            encoded += write_vector_table(gen, name, texts, encoder.dimension, reuse, parts_of[name], stream, tick,
+                                          checkpoint)
+    finally:
+        stream.close()  # an engine's workers stop here, also when a table fails
     if coarse_entities:
         tables["entity_types"] = retype_coarse(tables, gen, encoder, coarse_entities)
     embed_s = time.time() - embed_started
@@ -343,7 +366,7 @@ def store_graph(
     return IngestReport(
         skipped=False, counts=counts, encoded=encoded, names_with_several_types=several_types,
         seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
-                 "encoder": round(encoder.encode_seconds, 3), "total": round(time.time() - started, 3)},
+                 "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
 
 
