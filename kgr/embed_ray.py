@@ -61,13 +61,14 @@ class RayEngine:
     """Encodes an ingest's parts on a Ray cluster (`[ray]` settings): a Ray Dataset of parts, `map_batches` over a
     pool of `EncoderActor`s, results streamed back in part order as they finish."""
 
-    def __init__(self, config, actor: type = EncoderActor):
-        """`actor`: the actor class (a test swaps in one that fails)."""
+    def __init__(self, config, encoder: Encoder, actor: type = EncoderActor):
+        """Actors encode as `encoder` does (its model, batch size and threads; `embedding.precision` as configured, so
+        "auto" is each actor's CPU's choice); `actor`: the actor class (a test swaps in one that fails)."""
         require_ray()
-        self.embedding = config.embedding
+        self.encoder_settings = (encoder.model_name, encoder.batch_size, encoder.threads, config.embedding.precision)
         self.settings = config.ray
         self.actor = actor
-        self.part_size = config.ray.batch_size or max(config.embedding.batch_size, 1) * CHECKPOINT_BATCHES
+        self.part_size = config.ray.batch_size or max(encoder.batch_size, 1) * CHECKPOINT_BATCHES
         self.encode_seconds = 0.0  # summed over the actors' calls
         self.seconds_by_worker: dict[str, float] = {}
         self.texts_by_worker: dict[str, int] = {}
@@ -88,15 +89,13 @@ class RayEngine:
     def _stream(self, ray, parts: Sequence[Sequence[str]]) -> Iterator[np.ndarray]:
         import pyarrow as pa
 
-        threads = self.embedding.threads
-        cpus = max(threads, 1)
+        cpus = max(self.encoder_settings[2], 1)
         workers = self.settings.workers or max(int(ray.cluster_resources().get("CPU", 1) // cpus), 1)
         # one block per part: each part is one actor call, so its vectors are the ones the local engine gives it
-        blocks = [pa.table({"part": pa.array([index], pa.int64()), "texts": pa.array([list(texts)], pa.list_(pa.string()))})
-                  for index, texts in enumerate(parts)]
+        blocks = [pa.table({"part": pa.array([index], pa.int64()),
+                            "texts": pa.array([list(texts)], pa.list_(pa.string()))}) for index, texts in enumerate(parts)]
         # the settings ride on the class (pickled with it), not as constructor arguments in the object store
-        settings = (self.embedding.model, self.embedding.batch_size, threads, self.embedding.precision)
-        actor = type(self.actor.__name__, (self.actor,), {"settings": settings})
+        actor = type(self.actor.__name__, (self.actor,), {"settings": self.encoder_settings})
         dataset = ray.data.from_arrow(blocks).map_batches(
             actor, batch_size=1, batch_format="pyarrow", num_cpus=cpus,
             compute=ray.data.ActorPoolStrategy(size=min(workers, len(parts))),

@@ -113,7 +113,7 @@ def test_a_failing_actor_leaves_the_project_as_it_was_and_a_rerun_resumes(ray_in
                 raise RuntimeError("encoder actor lost its model")
             return super().__call__(batch)
 
-    monkeypatch.setattr(stage, "ingest_engine", lambda config, encoder: RayEngine(config, actor=FailingActor))
+    monkeypatch.setattr(stage, "ingest_engine", lambda config, encoder: RayEngine(config, encoder, FailingActor))
     with pytest.raises(KgrError, match="^encoding on Ray failed: RuntimeError: encoder actor lost its model$"):
         api.ingest(root, [second], mode="replace", settings={**small, **RAY, "ray.workers": 1})
     assert (manifest(root), tables(root)) == before[:2]

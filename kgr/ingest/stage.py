@@ -283,7 +283,7 @@ def ingest_engine(config, encoder: Encoder):
     if config.embedding.engine == "ray":
         from kgr.embed_ray import RayEngine
 
-        return RayEngine(config)
+        return RayEngine(config, encoder)
     return LocalEngine(encoder)
 
 
