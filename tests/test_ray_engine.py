@@ -1,10 +1,11 @@
 """`embedding.engine = "ray"` (kgr ingest --engine ray) on a private local Ray instance: the same graph, vectors and
-retrieval records as the local engine, and a failing actor leaves the project as it was. One Ray instance per module
+retrieval records as the local engine; an actor raising leaves the project as it was, one killed is restarted by Ray. One Ray instance per module
 (2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot be imported or started.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from dataclasses import asdict
@@ -129,6 +130,34 @@ def test_a_failing_actor_leaves_the_project_as_it_was_and_a_rerun_resumes(ray_in
     for ours, theirs in zip(vectors(root).values(), vectors(reference).values()):
         assert np.min(np.sum(ours * theirs, axis=1)) >= 0.999
     assert not (root / CHECKPOINT_DIR).exists()
+
+
+@pytest.mark.ray
+def test_an_actor_killed_mid_stage_is_restarted_by_ray_and_the_ingest_completes(ray_instance, tmp_path, monkeypatch):
+    from kgr.embed_ray import EncoderActor, RayEngine
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("".join((METAQA / "kb.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:100]),
+                  encoding="utf-8")
+    small = {"embedding.batch_size": 16}
+    killed = tmp_path / "killed"
+
+    class DyingActor(EncoderActor):
+        """Its process dies on the second part, once (as on a lost machine)."""
+
+        def __call__(self, batch):
+            if 1 in batch.column("part").to_pylist() and not killed.exists():
+                killed.touch()
+                os._exit(1)
+            return super().__call__(batch)
+
+    api.ingest(tmp_path / "local", [kb], settings=small)
+    monkeypatch.setattr(stage, "ingest_engine", lambda config, encoder: RayEngine(config, encoder, DyingActor))
+    api.ingest(tmp_path / "ray", [kb], settings={**small, **RAY, "ray.workers": 1})
+    assert killed.exists()
+    assert tables(tmp_path / "ray") == tables(tmp_path / "local")
+    assert all(np.array_equal(a, b) for a, b in zip(vectors(tmp_path / "ray").values(),
+                                                    vectors(tmp_path / "local").values()))
 
 
 def copy_tree(source: Path, target: Path) -> Path:
