@@ -1,6 +1,7 @@
 """`embedding.engine = "ray"` (kgr ingest --engine ray) on a private local Ray instance: the same graph, vectors and
-retrieval records as the local engine; an actor raising leaves the project as it was, one killed is restarted by Ray. One Ray instance per module
-(2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot be imported or started.
+retrieval records as the local engine; an actor raising leaves the project as it was, one killed is restarted by
+Ray. One Ray instance per module (2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot
+be imported or started.
 """
 
 from __future__ import annotations
