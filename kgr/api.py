@@ -328,6 +328,7 @@ def retrieve(
     progress: Progress | None = None,
     on_record: Callable[["RetrievalRecord"], None] | None = None,
     keep_records: bool = True,
+    engine: str = "local",
 ) -> Retrieval:
     """Retrieve relational paths for questions (`kgr retrieve`); return their records in question order.
 
@@ -348,7 +349,9 @@ def retrieve(
     reuses records by question text whatever the settings, so asking again after changing a setting would return
     the earlier record instead of retrieving; (3) a run's records are what `evaluate` scores, and one-off lookups
     would mix into them. To store a question, pass it in a list: `retrieve(d, [question])` (its id is then
-    `question_text_id(question)`); `run`, `resume` and `workers` apply to runs only.
+    `question_text_id(question)`); `run`, `resume`, `workers` and `engine` apply to runs only. `engine` "ray" splits
+    a run's questions over Ray workers (`ray.address`; `workers` of them, else `ray.workers` or one per CPU), each
+    opening the project read-only; offline backbones only.
 
     Raises UsageError for an unknown method, a `run` for a single question, or a run holding another question's
     record under one of the ids (RunConflictError); StaleStageError when ingest or reach has not run."""
@@ -359,6 +362,8 @@ def retrieve(
     if single and run is not None:
         raise UsageError(f"a single question is not stored in a run; pass it in a list to store it in {run!r}")
     cls = method_class(method)  # an unknown method is refused before the project is opened
+    if engine not in ("local", "ray"):
+        raise UsageError(f"engine {engine!r}: choose from local, ray")
     out = Path(out) if out is not None else None
     with _opened(directory, write=True, settings=settings) as project:
         context = open_run(project, method, use_cache=use_cache)
@@ -381,7 +386,7 @@ def retrieve(
 
         advance = progress(f"retrieving ({method})", len(queries)) if progress else None
         name, done, skipped = run_method(context, method, queries, run=run, resume=resume, workers=workers,
-                                         progress=advance, out=out, on_record=new_record)
+                                         progress=advance, out=out, on_record=new_record, engine=engine)
         kept = []
         if keep_records:
             ids = list(dict.fromkeys(q.id for q in queries))

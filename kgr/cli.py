@@ -406,6 +406,8 @@ def retrieve(
     workers: int = typer.Option(1, "--workers", metavar="N",
                                 help="Questions retrieved concurrently (for remote backbones)."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo questions the run already has."),
+    engine: str = typer.Option("local", "--engine", metavar="local|ray",
+                               help="Retrieve a batch here (local) or on Ray workers (ray; offline backbones)."),
     no_cache: bool = NoCacheOption,
     ablation: list[str] = AblationOption,
     settings: list[str] = SetOption,
@@ -425,7 +427,7 @@ def retrieve(
     with output.progress() as bar:
         result = api.retrieve(directory, source, method=method, run=None if single else run, resume=not fresh,
                               workers=workers, out=out, limit=limit, seed=seed, use_cache=not no_cache,
-                              settings=overrides, progress=bar, on_record=tally, keep_records=False)
+                              settings=overrides, progress=bar, on_record=tally, keep_records=False, engine=engine)
     if single:
         record = result[0]
         if as_json:

@@ -1,6 +1,6 @@
-"""`embedding.engine = "ray"` (kgr ingest --engine ray) on a private local Ray instance: the same graph, vectors and
-retrieval records as the local engine; an actor raising leaves the project as it was, one killed is restarted by
-Ray. One Ray instance per module (2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot
+"""`embedding.engine = "ray"` (kgr ingest --engine ray) and `kgr retrieve --engine ray` on a private local Ray
+instance: the same graph, vectors and retrieval records as the local engine; an actor raising leaves the project as
+it was, one killed is restarted by Ray. One Ray instance per module (2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot
 be imported or started.
 """
 
@@ -159,6 +159,25 @@ def test_an_actor_killed_mid_stage_is_restarted_by_ray_and_the_ingest_completes(
     assert tables(tmp_path / "ray") == tables(tmp_path / "local")
     assert all(np.array_equal(a, b) for a, b in zip(vectors(tmp_path / "ray").values(),
                                                     vectors(tmp_path / "local").values()))
+
+
+@pytest.mark.ray
+def test_retrieval_on_ray_workers_gives_the_local_records(ray_instance, metaqa_project, copy_project):
+    root = copy_project(metaqa_project, "retrieve")
+    local = records(root, METAQA / "qa_2hop.txt")
+    # the driver holds the project while the workers read it: they open its last committed snapshot
+    on_ray = api.retrieve(root, METAQA / "qa_2hop.txt", run="on-ray", engine="ray", workers=2)
+    assert [untimed(asdict(record)) for record in on_ray] == local
+    assert [r.id for r in api.records(root, "on-ray")] == sorted(r["id"] for r in local)  # stored as a run
+
+
+def test_retrieval_on_ray_refuses_an_llm_backbone_before_anything_is_written(run_kgr, metaqa_project, copy_project):
+    root = copy_project(metaqa_project, "llm")
+    result = run_kgr("retrieve", root, "--questions", METAQA / "qa_2hop.txt", "--engine", "ray",
+                     "--backbone", "openai/gpt-4o-mini")
+    assert result.exit_code == ExitStatus.USAGE, result.stderr
+    assert "--engine ray retrieves with an offline backbone" in result.stderr
+    assert api.records(root, "dotrag-openai/gpt-4o-mini") == []
 
 
 def copy_tree(source: Path, target: Path) -> Path:

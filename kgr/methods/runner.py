@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kgr.config import planning_sections, planning_settings
 from kgr.errors import ExitStatus, KgrError, UsageError
@@ -102,13 +102,17 @@ def run_method(
     progress: Callable[[int], None] | None = None,
     on_record: Callable[[RetrievalRecord], None] | None = None,
     out: Path | None = None,
+    engine: str = "local",
 ) -> tuple[str, int, int]:
     """Retrieve for every query not yet in the run; return (run name, done now, skipped as already done).
 
     A stored record is reused only for the question text it was made for; a record stored under a query's id
     for another question raises RunConflictError before anything is written. With `out`, every query's record
-    (reused or new) is written to that JSONL file in query order as it completes, one flushed line each.
+    (reused or new) is written to that JSONL file in query order as it completes, one flushed line each. `engine`
+    "ray" retrieves on Ray workers (`ray_runner`), `workers` of them; "local" in this process, `workers` threads.
     """
+    if engine == "ray":
+        check_ray_retrieval(context)  # before anything is written
     run = run or default_run_name(method_name, context.backbone)
     project = context.project
     queries = _distinct(queries)
@@ -123,7 +127,10 @@ def run_method(
         progress(len(done))
     plans = stored_plans(context, method_name, todo) if hasattr(cls, "plan") else {}
     try:
-        fresh_records = _retrieve_all(context, cls, todo, workers, plans)
+        if engine == "ray":
+            fresh_records = retrieve_on_ray(context, method_name, todo, plans, workers)
+        else:
+            fresh_records = _retrieve_all(context, cls, todo, workers, plans)
         for query in queries:
             if query.id in done:
                 if sink:
@@ -246,3 +253,66 @@ def _retrieve_all(context: RunContext, cls: type[Method], queries: list[Query], 
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         yield from pool.map(work, queries)
+
+
+# -- `kgr retrieve --engine ray`: a run's questions split over Ray workers that each open the project read-only --
+# Offline backbones only: an LLM backbone's answers are cached in the project, which a worker opens read-only.
+RAY_BACKBONES = ("offline", "random")
+
+
+def check_ray_retrieval(context: RunContext):
+    """The `ray` module, once the run is one Ray can retrieve (an offline backbone); else a one-line error."""
+    from kgr.embed_ray import require_ray
+
+    if context.backbone not in RAY_BACKBONES:
+        raise UsageError(f"--engine ray retrieves with an offline backbone ({', '.join(RAY_BACKBONES)}); "
+                         f"{context.backbone!r} answers are cached in the project, which workers open read-only")
+    return require_ray()
+
+
+def effective_settings(config) -> dict[str, Any]:
+    """Every setting of `config` as `section.key` overrides: a worker's config is then the driver's exactly."""
+    return {f"{section}.{key}": value for section, values in config.to_dict().items() for key, value in values.items()}
+
+
+def retrieve_shard(root: str, settings: dict[str, Any], method_name: str, queries: list, plans: dict,
+                   use_cache: bool) -> list[RetrievalRecord]:
+    """One worker's questions, retrieved from the project opened read-only (the last committed snapshot while the
+    driver holds it), each as the local runner retrieves it."""
+    from kgr.project import Project
+
+    with Project.open(Path(root), overrides=settings) as project:
+        context = open_run(project, method_name, use_cache=use_cache)
+        method = method_class(method_name)(context)
+        return [retrieve_one(context, method, query, plans) for query in queries]
+
+
+def retrieve_on_ray(context: RunContext, method_name: str, queries: list, plans: dict,
+                    workers: int) -> Iterator[RetrievalRecord]:
+    """The records of `queries` in order, contiguous shards retrieved by Ray tasks: `workers` of them when above 1,
+    else `ray.workers`, else one per CPU of the cluster. A worker whose process dies is retried by Ray (it only
+    reads); one that raises stops the run with a KgrError."""
+    from kgr.embed_ray import connect, first_line
+
+    if not queries:
+        return
+    ray = check_ray_retrieval(context)
+    started = connect(ray, context.config.ray.address)
+    try:
+        count = workers if workers > 1 else context.config.ray.workers or int(ray.cluster_resources().get("CPU", 1))
+        count = max(1, min(count, len(queries)))
+        bounds = [len(queries) * i // count for i in range(count + 1)]
+        task = ray.remote(num_cpus=1)(retrieve_shard)
+        settings = effective_settings(context.config)
+        root = str(Path(context.project.root).resolve())
+        pending = [task.remote(root, settings, method_name, queries[lo:hi],
+                               {q.id: plans[q.id] for q in queries[lo:hi] if q.id in plans}, context.use_cache)
+                   for lo, hi in zip(bounds, bounds[1:])]
+        try:
+            for shard in pending:
+                yield from ray.get(shard)
+        except ray.exceptions.RayError as exc:
+            raise KgrError(f"retrieval on Ray failed: {first_line(exc)}") from None
+    finally:
+        if started:
+            ray.shutdown()
