@@ -18,7 +18,6 @@ Output: bench/out/latency/latency.md and latency.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

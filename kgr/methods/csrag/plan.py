@@ -357,6 +357,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         walked_labels: list[int] = []
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
+        everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         for hop in range(1, max_hops + 1):
             if hop > 1 and question_words and not content_tokens(remaining):
                 break  # the hops so far explain every word the question has
