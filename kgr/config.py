@@ -69,6 +69,9 @@ class EmbeddingConfig:
     # where an ingest encodes its texts: "local" in this process, or "ray": a Ray cluster's encoder actors (`[ray]`;
     # needs `pip install kgr[ray]`). Vectors and tables are the same either way (within rounding on other CPUs)
     engine: str = field(default="local", metadata={"choices": ("local", "ray")})
+    # a relationship without a description ("subject relation object") gets a vector composed from its three parts'
+    # vectors (each weighted by its token count, summed, normalized) instead of an encoder pass of its own
+    compose_relationships: bool = False
 
 
 @dataclass

@@ -197,6 +197,15 @@ class Encoder:
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """How many tokens the model's tokenizer makes of each text, without the special tokens."""
+        tokenizer = self.model.tokenizer
+        counts = np.zeros(len(texts), dtype=np.int64)
+        for start in range(0, len(texts), CHUNK_ROWS):
+            ids = tokenizer(list(texts[start:start + CHUNK_ROWS]), add_special_tokens=False)["input_ids"]
+            counts[start:start + len(ids)] = [len(each) for each in ids]
+        return counts
+
 
 class TextVectors:
     """A question's memo of text vectors over a graph's kept phrases: each text is encoded once, a miss together with
@@ -563,12 +572,53 @@ class LocalEngine:
             yield self.encoder.encode(list(part))
 
 
-def missing_parts(texts: Sequence[str], reuse: Mapping[str, np.ndarray], part_size: int) -> list[list[int]]:
+class ComposedVectors:
+    """Vectors of some rows of a table composed from their parts' vectors instead of encoded: each row's part vectors
+    (unit length, as the encoder gives them) weighted by the parts' token counts, summed and L2-normalized."""
+
+    def __init__(self, rows: np.ndarray, parts: np.ndarray, part_vectors: np.ndarray, part_weights: np.ndarray):
+        """`rows`: the composed rows' ids, ascending; `parts`: one row of part indices per composed row (rows x
+        parts); `part_vectors` / `part_weights`: each part's vector and weight."""
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.parts = np.asarray(parts, dtype=np.int64)
+        self.part_vectors = part_vectors
+        self.part_weights = np.asarray(part_weights, dtype=np.float32)
+
+    @classmethod
+    def pending(cls, rows: Sequence[int]) -> ComposedVectors:
+        """The rows to compose before their parts' vectors are known: what `missing_parts` leaves out."""
+        return cls(np.asarray(rows, dtype=np.int64), np.zeros((len(rows), 3), dtype=np.int64),
+                   np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def chunk(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The composed rows in [start, stop) as offsets from `start`, and their vectors (float32, unit length)."""
+        first, last = np.searchsorted(self.rows, [start, stop])
+        parts = self.parts[first:last]
+        total = np.zeros((len(parts), self.part_vectors.shape[1]), dtype=np.float32)
+        for column in range(parts.shape[1]):
+            index = parts[:, column]
+            total += self.part_vectors[index].astype(np.float32) * self.part_weights[index, None]
+        total /= np.maximum(np.linalg.norm(total, axis=1, keepdims=True), 1e-12)
+        return self.rows[first:last] - start, total
+
+
+# A composed vector is stored under its text's hash with this prefix: never reused as the text's encoded vector.
+COMPOSED_HASH_PREFIX = "composed:"
+
+
+def missing_parts(texts: Sequence[str], reuse: Mapping[str, np.ndarray], part_size: int,
+                  composed: ComposedVectors | None = None) -> list[list[int]]:
     """The rows of `texts` whose vectors are not in `reuse`, in the parts they are encoded in: within each `CHUNK_ROWS`
-    chunk, `part_size` at a time (an engine that encodes these same parts gives the same vectors)."""
+    chunk, `part_size` at a time (an engine that encodes these same parts gives the same vectors). The rows of
+    `composed` are never encoded."""
+    given = set(composed.rows.tolist()) if composed is not None else set()
     parts = []
     for start in range(0, len(texts), CHUNK_ROWS):
-        missing = [start + i for i, text in enumerate(texts[start:start + CHUNK_ROWS]) if text_hash(text) not in reuse]
+        missing = [start + i for i, text in enumerate(texts[start:start + CHUNK_ROWS])
+                   if start + i not in given and text_hash(text) not in reuse]
         parts += [missing[first:first + part_size] for first in range(0, len(missing), part_size)]
     return parts
 
@@ -583,10 +633,11 @@ def write_vector_table(
     encoded_parts: Iterator[np.ndarray],
     progress: Progress | None = None,
     checkpoint: EmbeddingCheckpoint | None = None,
+    composed: ComposedVectors | None = None,
 ) -> int:
     """Write `texts` (row i has id i) into table `name`: vectors from `reuse` by hash, the rows of each of `parts`
     (`missing_parts`) from the next of `encoded_parts`, each saved to `checkpoint` as it comes; return how many were
-    encoded."""
+    encoded. The rows of `composed` take its vectors (and were left out of `parts`)."""
     import pyarrow as pa
 
     db = _connect(directory)
@@ -596,11 +647,16 @@ def write_vector_table(
     part = next(waiting, None)
     for start in range(0, len(texts), CHUNK_ROWS):
         chunk = texts[start:start + CHUNK_ROWS]
-        hashes = [text_hash(text) for text in chunk]
         vectors = np.empty((len(chunk), dimension), dtype=np.float16)
-        reused = 0
+        given = np.zeros(len(chunk), dtype=bool)
+        if composed is not None:
+            offsets, composed_vectors = composed.chunk(start, start + len(chunk))
+            if len(offsets):
+                vectors[offsets], given[offsets] = composed_vectors, True
+        hashes = [text_hash(COMPOSED_HASH_PREFIX + text if given[i] else text) for i, text in enumerate(chunk)]
+        reused = int(given.sum())
         for i, digest in enumerate(hashes):
-            if digest in reuse:
+            if not given[i] and digest in reuse:
                 vectors[i] = reuse[digest]
                 reused += 1
         if progress and reused:

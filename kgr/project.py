@@ -60,6 +60,9 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
 # Settings that change how fast a stage runs, and what it produces only within rounding (the encoder's precision moves
 # a vector's cosine by at most ~0.004: stored vectors stay valid; the engine only where its texts are encoded).
 RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision", "engine")}
+# Settings added after projects were fingerprinted, with the value that keeps their stage's output as before: at that
+# value they are left out of the fingerprint, so a graph ingested before the setting existed stays current.
+ADDED_SETTINGS: dict[str, dict[str, Any]] = {"embedding": {"compose_relationships": False}}
 # Stages a later stage may use but does not require (their absence is an ablation, not an error).
 OPTIONAL_INPUTS = {"overview"}
 
@@ -402,7 +405,9 @@ class Project:
         sections = {}
         for name in STAGE_CONFIG.get(stage, ()):
             ignored = RUNTIME_ONLY.get(name, ())
-            sections[name] = {k: v for k, v in self.config.section(name).items() if k not in ignored}
+            added = ADDED_SETTINGS.get(name, {})
+            sections[name] = {k: v for k, v in self.config.section(name).items()
+                              if k not in ignored and not (k in added and v == added[k])}
         return fingerprint(sections)
 
     def last_run(self, stage: str) -> StageRun | None:

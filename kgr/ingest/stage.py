@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import (EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, missing_parts, project_encoder,
-                       reusable_vectors, write_meta, write_vector_table)
+from kgr.embed import (ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, missing_parts,
+                       project_encoder, reusable_vectors, write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from kgr.ingest.readers import Batch
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -327,15 +329,22 @@ def store_graph(
         "passages": [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])],
     }
     engine = ingest_engine(project.config, encoder)
-    parts_of = {name: missing_parts(texts, reuse, engine.part_size) for name, texts in texts_of.items()}
+    # description-less relationships composed from their parts' vectors (the entity table's, written first) are
+    # left out of the parts encoded
+    composed = ComposedVectors.pending(plain_relationships(tables)) \
+        if project.config.embedding.compose_relationships else None
+    parts_of = {name: missing_parts(texts, reuse, engine.part_size, composed if name == "relationships" else None)
+                for name, texts in texts_of.items()}
     # one stream of every table's parts: an engine that starts workers starts them once
     stream = engine.encode_parts([[texts_of[name][i] for i in part] for name, parts in parts_of.items()
                                   for part in parts])
     try:
         for name, texts in texts_of.items():
+            if name == "relationships" and composed is not None:
+                composed = composed_relationships(tables, composed.rows, gen, encoder, reuse)
             tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
             encoded += write_vector_table(gen, name, texts, encoder.dimension, reuse, parts_of[name], stream, tick,
-                                          checkpoint)
+                                          checkpoint, composed if name == "relationships" else None)
     finally:
         stream.close()  # an engine's workers stop here, also when a table fails
     if coarse_entities:
@@ -345,6 +354,8 @@ def store_graph(
     write_started = time.time()
     counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
     counts["types"] = len(set(tables["entity_types"]["type"]))
+    if composed is not None:
+        counts["composed_relationships"] = len(composed)
     several_types = names_with_several_types(tables)
     if several_types:
         counts["names_with_several_types"] = len(several_types)
@@ -368,6 +379,59 @@ def store_graph(
         seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
                  "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+def plain_relationships(tables: Mapping[str, Mapping[str, list]]) -> list[int]:
+    """The ids of the relationships without a description of their own: their text is `default_description`'s."""
+    from kgr.graph import relation_words
+
+    names = tables["entities"]["name"]
+    relationships = tables["relationships"]
+    words = {label: relation_words(label) for label in dict.fromkeys(relationships["relation"])}
+    return [rid for rid, (s, relation, d, text) in enumerate(zip(relationships["src"], relationships["relation"],
+                                                                  relationships["dst"], relationships["description"]))
+            if text == f"{names[s]} {words[relation]} {names[d]}"]  # as `default_description` writes it
+
+
+def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Sequence[int] | np.ndarray, gen: Path,
+                           encoder: Encoder, reuse: Mapping[str, np.ndarray]) -> ComposedVectors:
+    """The vectors of the relationships `rows` (`plain_relationships`), composed from the vectors of their subject's
+    name, relation words and object's name.
+
+    Entity vectors are read from `gen` (written just before) where an entity's text is its name; other names (of
+    described entities) and the relation words are encoded, once per distinct string."""
+    import numpy as np
+
+    from kgr.embed import load_vectors, text_hash
+    from kgr.graph import relation_words
+
+    names, entity_texts = tables["entities"]["name"], tables["entities"]["text"]
+    relationships = tables["relationships"]
+    rows = [int(rid) for rid in rows]
+    if not rows:
+        return ComposedVectors.pending([])
+    labels = list(dict.fromkeys(relationships["relation"][rid] for rid in rows))
+    label_of = {label: index for index, label in enumerate(labels)}
+    words = [relation_words(label) for label in labels]
+    src = np.asarray(relationships["src"], dtype=np.int64)[rows]
+    dst = np.asarray(relationships["dst"], dtype=np.int64)[rows]
+    label = np.asarray([label_of[relationships["relation"][rid]] for rid in rows], dtype=np.int64)
+    # parts: every entity's name (rows 0..n-1), then the distinct relation words
+    part_vectors = np.concatenate([load_vectors(gen, "entities").astype(np.float16),
+                                   encoder.encode(words).astype(np.float16)])
+    used = np.unique(np.concatenate([src, dst]))
+    renamed = [int(e) for e in used if entity_texts[e] != names[e]]
+    if renamed:
+        distinct = list(dict.fromkeys(names[e] for e in renamed))
+        fresh = [n for n in distinct if text_hash(n) not in reuse]
+        found = dict(zip(fresh, encoder.encode(fresh)))
+        part_vectors[renamed] = [found[names[e]] if names[e] in found else reuse[text_hash(names[e])]
+                                 for e in renamed]
+    weights = np.zeros(len(part_vectors), dtype=np.float32)
+    weights[used] = encoder.token_counts([names[e] for e in used])
+    weights[len(names):] = encoder.token_counts(words)
+    parts = np.stack([src, label + len(names), dst], axis=1)
+    return ComposedVectors(np.asarray(rows), parts, part_vectors, np.maximum(weights, 1))
 
 
 def names_with_several_types(tables: Mapping[str, Mapping[str, list]]) -> list[str]:
