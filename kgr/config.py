@@ -72,6 +72,9 @@ class EmbeddingConfig:
     # a relationship without a description ("subject relation object") gets a vector composed from its three parts'
     # vectors (each weighted by its token count, summed, normalized) instead of an encoder pass of its own
     compose_relationships: bool = False
+    # a vector table (entities, relationships, passages) of at least this many rows gets an ANN index (IVF-PQ) at
+    # ingest, and retrieval's whole-table searches go through it; 0 = never. An exact scan of 200k vectors costs ~17 ms
+    index_min_rows: int = ranged(200_000, 0)
 
 
 @dataclass

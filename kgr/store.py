@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgr.embed import Encoder, PhraseCache, load_vectors
+from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.lexicon import NAME_WORD
@@ -51,6 +51,10 @@ class MentionMatch:
                 f" it anchors nothing")
 
 
+# The GraphStore attribute holding each vector table as a matrix.
+VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
+
+
 class GraphStore:
     """Entities, types, relationships, passages and their vectors, indexed by dense ids."""
 
@@ -82,6 +86,7 @@ class GraphStore:
         label_index = {label: i for i, label in enumerate(self.relation_labels)}
         self.relation_ids = np.fromiter((label_index[r] for r in rel["relation"]), dtype=np.int32, count=len(self.src))
         self._db = db
+        self._vector_indexes: dict[str, VectorIndex | None] = {}
         self.load_seconds = time.perf_counter() - started
 
     @cached_property
@@ -99,6 +104,26 @@ class GraphStore:
     @cached_property
     def passage_vectors(self) -> np.ndarray:
         return load_vectors(self.vectors_dir, "passages")
+
+    def nearest(self, table: str, vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of the k rows of a vector table ("entities", "relationships", "passages") most like `vector`, best
+        first, and their cosines: through the table's ANN index where ingest built one (`embedding.index_min_rows`),
+        else by an exact scan."""
+        index = self._vector_index(table)
+        if index is not None:
+            return index.search(vector, k)
+        scores = getattr(self, VECTOR_MATRICES[table]) @ vector
+        ids = top_k(scores, k)
+        return ids, scores[ids]
+
+    def has_index(self, table: str) -> bool:
+        """Whether searches of `table` go through an ANN index (`nearest`)."""
+        return self._vector_index(table) is not None
+
+    def _vector_index(self, table: str) -> VectorIndex | None:
+        if table not in self._vector_indexes:
+            self._vector_indexes[table] = VectorIndex.open(self.vectors_dir, table)
+        return self._vector_indexes[table]
 
     @cached_property
     def passages(self) -> list[tuple[str, str]]:
@@ -162,10 +187,9 @@ class GraphStore:
         if not self.num_entities or k <= 0:
             return MentionMatch(mention, (), False, "", 0.0, floor)
 
-        similarities = self.entity_vectors @ self.encoder.encode_query(mention)
-        best = top_k(similarities, k)
-        kept = tuple(int(e) for e in best if similarities[e] >= floor)
-        return MentionMatch(mention, kept, False, self.names[int(best[0])], float(similarities[best[0]]), floor)
+        best, similarities = self.nearest("entities", self.encoder.encode_query(mention), k)
+        kept = tuple(int(e) for e, similarity in zip(best, similarities) if similarity >= floor)
+        return MentionMatch(mention, kept, False, self.names[int(best[0])], float(similarities[0]), floor)
 
     @cached_property
     def _word_postings(self) -> tuple[list[str], dict[str, list[int]]]:

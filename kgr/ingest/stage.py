@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from kgr.embed import (ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, missing_parts,
-                       project_encoder, reusable_vectors, write_meta, write_vector_table)
+from kgr.embed import (ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, build_vector_index,
+                       missing_parts, project_encoder, reusable_vectors, write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
 from kgr.graph import Entity, Graph, Passage, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
@@ -350,6 +350,7 @@ def store_graph(
     if coarse_entities:
         tables["entity_types"] = retype_coarse(tables, gen, encoder, coarse_entities)
     embed_s = time.time() - embed_started
+    index_s = build_indexes(gen, tables, project.config.embedding.index_min_rows)
 
     write_started = time.time()
     counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
@@ -376,9 +377,18 @@ def store_graph(
     write_s = time.time() - write_started
     return IngestReport(
         skipped=False, counts=counts, encoded=encoded, names_with_several_types=several_types,
-        seconds={"embed": round(embed_s, 3), "write": round(write_s, 3),
+        seconds={"embed": round(embed_s, 3), **({"index": round(index_s, 3)} if index_s else {}),
+                 "write": round(write_s, 3),
                  "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, list]], min_rows: int) -> float:
+    """Give each vector table of at least `min_rows` rows (0: none) its ANN index; return the seconds spent."""
+    sizes = {"entities": len(tables["entities"]["eid"]), "relationships": len(tables["relationships"]["rid"]),
+             "passages": len(tables["passages"]["pid"])}
+    built = [build_vector_index(gen, name) for name, rows in sizes.items() if min_rows and rows >= min_rows]
+    return sum(params["seconds"] for params in built)
 
 
 def plain_relationships(tables: Mapping[str, Mapping[str, list]]) -> list[int]:

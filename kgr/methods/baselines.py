@@ -210,18 +210,28 @@ class VSS(_Baseline):
     def __init__(self, context: RunContext):
         super().__init__(context)
         store = self.store
-        self.entity_vectors = store.entity_vectors
-        self.relationship_vectors = store.relationship_vectors
+        # a table with an ANN index is searched through it for the top hits alone; others are scanned
+        self.indexed = {table: store.has_index(table) for table in ("entities", "relationships")}
+        self.entity_vectors = None if self.indexed["entities"] else store.entity_vectors
+        self.relationship_vectors = None if self.indexed["relationships"] else store.relationship_vectors
+        self.sizes = {"entities": store.num_entities, "relationships": len(store.src)}
         store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
 
     def score(self, text: str, watch: Stopwatch) -> tuple[np.ndarray, np.ndarray]:
         vector = self.store.encoder.encode_query(text).astype(np.float32, copy=False)
         watch.lap("encode")
-        entity_scores = self.entity_vectors @ vector if len(self.entity_vectors) else np.zeros(0, np.float32)
-        relationship_scores = (self.relationship_vectors @ vector if len(self.relationship_vectors)
-                               else np.zeros(0, np.float32))
+        scores = []
+        for table, vectors, top in (("entities", self.entity_vectors, self.top_entities),
+                                    ("relationships", self.relationship_vectors, self.top_relationships)):
+            if self.indexed[table]:  # the index's hits; every other row scores -inf, never among the top
+                ids, similarities = self.store.nearest(table, vector, top)
+                found = np.full(self.sizes[table], -np.inf, dtype=np.float32)
+                found[ids] = similarities
+                scores.append(found)
+            else:
+                scores.append(vectors @ vector if len(vectors) else np.zeros(0, np.float32))
         watch.lap("score")
-        return entity_scores, relationship_scores
+        return scores[0], scores[1]
 
 
 class DensePassages:
@@ -245,7 +255,8 @@ class DensePassages:
         self.budget = int(context.config.budget.tokens)
         self.count = token_counter(context.config.budget.encoding)
         self.count("warm up")  # load the tokenizer's encoding now, outside per-question latency
-        self.vectors = self.store.passage_vectors
+        if not self.store.has_index("passages"):
+            _ = self.store.passage_vectors  # loaded now, not inside the first question's latency
         self.store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
 
     def retrieve(self, query: Query) -> RetrievalRecord:
@@ -253,8 +264,9 @@ class DensePassages:
         watch = Stopwatch()
         vector = store.encoder.encode_query(query.plain).astype(np.float32, copy=False)
         watch.lap("encode")
-        scores = self.vectors @ vector
-        pids = top_k(scores, self.top_passages).tolist()
+        found, similarities = self.store.nearest("passages", vector, self.top_passages)
+        pids = found.tolist()
+        scores = dict(zip(pids, similarities.tolist()))
         watch.lap("score")
         packed = pack_paths(store, [], self.budget, self.count, passages=pids)
         watch.lap("pack")

@@ -462,7 +462,7 @@ class CSRAG:
                 first_vec, qc_vec = vectors([text, qc_text])
                 sources = source_entities(i, bound)
                 about = self.index.passages_about(sources)[:settings.passages_keep]
-                first = top_k(store.passage_vectors @ first_vec, settings.passages_first + len(about))
+                first = store.nearest("passages", first_vec, settings.passages_first + len(about))[0]
                 extracted = [p for e in sources for p in store.entity_source_passages.get(e, [])]
                 first = np.array(list(dict.fromkeys(about + first.tolist() + extracted)), dtype=np.int64)
                 texts = [f"{store.passages[p][0]}. {store.passages[p][1]}" for p in first.tolist()] \

@@ -202,9 +202,9 @@ def anchor_mentions(index: PlanIndex, query: "Query", settings: "CsragConfig",
     if eid is None and not store.num_entities:
         return [], plain, []
     if eid is None:
-        similarities = store.entity_vectors @ store.encoder.encode_query(plain)
-        eid = int(np.argmax(similarities))
-        similarity, how = float(similarities[eid]), "the entity most like it"
+        best, similarities = store.nearest("entities", store.encoder.encode_query(plain), 1)
+        eid = int(best[0])
+        similarity, how = float(similarities[0]), "the entity most like it"
     name = store.names[eid]
     # the words the name covers, from the first to the last, are the mention
     wanted = content_tokens(name)

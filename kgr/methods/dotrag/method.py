@@ -279,8 +279,7 @@ class DotRAG:
             named = dict.fromkeys(e for match in matches for e in match.eids)
             return ([(e, True) for e in named], [m.mention for m in matches if not m.matched],
                     [m.warning for m in matches if m.warning])
-        similarities = store.entity_vectors @ qv()
-        seeds = top_k(similarities, self.settings.seeds)
+        seeds, similarities = store.nearest("entities", qv(), self.settings.seeds)
         spans = [(*span, e) for e, span in zip(seeds.tolist(), name_spans(query.plain, [store.names[e] for e in seeds]))
                  if span is not None]
         named = [e for s, t, e in spans
@@ -289,10 +288,10 @@ class DotRAG:
         if named:
             return [(e, True) for e in dict.fromkeys(named)], [], []
         warnings = []
-        if len(seeds) and similarities[seeds[0]] < floor:
+        if len(seeds) and similarities[0] < floor:
             kept = min(len(seeds), self.settings.anchors)
             warnings.append(f"the question names no entity; its anchors are the {kept} entities most like it"
-                            f" (best {store.names[seeds[0]]!r}, cosine {similarities[seeds[0]]:.2f}"
+                            f" (best {store.names[seeds[0]]!r}, cosine {similarities[0]:.2f}"
                             f" < anchors.min_similarity {floor:g})")
         return [(e, False) for e in seeds[:self.settings.anchors].tolist()], [], warnings
 

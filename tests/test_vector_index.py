@@ -1,0 +1,79 @@
+"""The ANN index (`embedding.index_min_rows`): built at ingest for the vector tables at or above the threshold only,
+and searched through `VectorIndex` / `GraphStore.nearest`. Uses a deterministic stand-in encoder (no model load)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kgr.embed import VectorIndex, build_vector_index, load_vectors, write_vector_table
+from kgr.ingest.stage import store_graph
+from kgr.project import Project
+
+
+class HashEncoder:
+    """Unit vectors from each text's hash."""
+
+    model_name = "stand-in"
+    batch_size = 64
+    dimension = 16
+    encode_seconds = 0.0
+
+    def encode(self, texts, progress=None):
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8) for t in texts]
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(texts), 16) - 127.5
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_a_search_through_the_index_finds_a_stored_vector_first_with_its_cosine(tmp_path):
+    encoder = HashEncoder()
+    write_vector_table(tmp_path, "things", [f"thing {i}" for i in range(600)], encoder, {})
+    assert VectorIndex.open(tmp_path, "things") is None  # no index yet: callers scan
+    params = build_vector_index(tmp_path, "things")
+    assert params["rows"] == 600 and params["num_partitions"] == 1 and params["type"] == "IVF_HNSW_SQ"
+    index = VectorIndex.open(tmp_path, "things")
+    vectors = load_vectors(tmp_path, "things")
+    for row in range(0, 600, 37):
+        ids, scores = index.search(vectors[row], 5)
+        assert ids[0] == row and len(ids) == 5
+        assert abs(scores[0] - 1.0) < 1e-2  # exact re-ranking on the stored float16 vectors
+        assert np.all(np.diff(scores) <= 0)
+        np.testing.assert_allclose(scores, vectors[ids] @ vectors[row], atol=1e-2)
+    assert VectorIndex.open(tmp_path, "missing") is None
+
+
+def tables_of(entities: int, relationships: int) -> dict:
+    names = [f"entity {i}" for i in range(entities)]
+    edges = [(i % entities, (i * 7 + 1) % entities) for i in range(relationships)]
+    return {
+        "entities": {"eid": list(range(entities)), "key": names, "name": names, "description": [""] * entities,
+                     "text": names},
+        "entity_types": {"eid": [], "type": []},
+        "relationships": {"rid": list(range(relationships)), "src": [s for s, _ in edges], "dst": [d for _, d in edges],
+                          "relation": ["links"] * relationships,
+                          "description": [f"{names[s]} links {names[d]} ({i})" for i, (s, d) in enumerate(edges)]},
+        "passages": {"pid": [], "key": [], "title": [], "text": []},
+        **{name: {column: [] for column in columns} for name, columns in (
+            ("entity_passages", ("eid", "pid")), ("relationship_passages", ("rid", "pid")),
+            ("entity_source_passages", ("eid", "pid")))},
+    }
+
+
+def test_ingest_indexes_only_the_tables_at_or_above_the_threshold(tmp_path):
+    Project.init(tmp_path / "p", {"embedding.index_min_rows": 500})
+    with Project.open(tmp_path / "p", write=True) as project:
+        report = store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
+        folder = project.artifact("ingest", "vectors")
+    assert json.loads((Path(folder) / "relationships.index.json").read_text())["rows"] == 500
+    assert not (Path(folder) / "entities.index.json").exists()
+    assert report.seconds["index"] >= 0
+    assert VectorIndex.open(folder, "entities") is None and VectorIndex.open(folder, "relationships") is not None
+
+    Project.init(tmp_path / "q", {"embedding.index_min_rows": 0})  # 0: never
+    with Project.open(tmp_path / "q", write=True) as project:
+        report = store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
+        assert not list(Path(project.artifact("ingest", "vectors")).glob("*.index.json"))
+    assert "index" not in report.seconds
