@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgr.embed import VectorIndex, build_vector_index, load_vectors, write_vector_table
+from kgr.embed import VectorIndex, build_vector_index, load_vectors, missing_parts, write_vector_table
 from kgr.ingest.stage import store_graph
 from kgr.project import Project
 
@@ -29,8 +29,10 @@ class HashEncoder:
 
 
 def test_a_search_through_the_index_finds_a_stored_vector_first_with_its_cosine(tmp_path):
-    encoder = HashEncoder()
-    write_vector_table(tmp_path, "things", [f"thing {i}" for i in range(600)], encoder, {})
+    encoder, texts = HashEncoder(), [f"thing {i}" for i in range(600)]
+    parts = missing_parts(texts, {}, 64)
+    write_vector_table(tmp_path, "things", texts, 16, {}, parts, iter([encoder.encode([texts[i] for i in part])
+                                                                          for part in parts]))
     assert VectorIndex.open(tmp_path, "things") is None  # no index yet: callers scan
     params = build_vector_index(tmp_path, "things")
     assert params["rows"] == 600 and params["num_partitions"] == 1 and params["type"] == "IVF_HNSW_SQ"
