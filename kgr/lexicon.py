@@ -103,6 +103,8 @@ OR_JOIN = re.compile(r"\]\s*,?\s+or\s+\[", re.IGNORECASE)
 OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
 # "the films acted by [X]": the mention is the agent of the verb before "by".
 BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
+# "the film [X]": a noun between an article and a mention names what the mention is (an appositive)
+ARTICLE_NOUN_MENTION = re.compile(r"\b(?:the|a|an)\s+([\w-]+)\s+\[", re.IGNORECASE)
 
 
 def offered_alternatives(question: str) -> list[str]:

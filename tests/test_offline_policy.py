@@ -792,3 +792,20 @@ def test_an_inferred_types_words_name_only_its_own_relation():
                       [hop(1, "member_of", "maintained_by:object")],
                       [TrajectoryOption("package:subject", 3, ["maintained_by"])], 3)
     assert isinstance(step, Continue)
+
+
+@pytest.mark.parametrize("types, question, kept", [
+    # a type without words cannot tell a role noun: the article's noun before the mention only says what X is
+    (["release_year:subject"], "what year was the film [Pollock] released", ["year", "released"]),
+    # a type with words keeps the noun for the role reading ("the writer [X]": written by)
+    (["written_by:object"], "who starred movies for the writer [Gilles Bourdos]", ["who", "starred", "movies", "writer"]),
+    # not an appositive: the noun is joined to another word, not to the mention
+    (["release_year:subject"], "what film genre is [Pollock]", ["film", "genre"]),
+])
+def test_an_article_noun_before_a_wordless_anchor_names_the_anchor(types, question, kept):
+    schema = {"release_year:subject": [("release_year", "release_year:object"), ("directed_by", "directed_by:object")],
+              "written_by:object": [("written_by", "release_year:subject")]}
+    pol = OfflinePolicy(bow_embed, schema)
+    name = question[question.index("[") + 1:question.index("]")]
+    reading = pol._scorer(question, anchor(name, *types)).reading
+    assert [w for w, _ in reading.words] == kept

@@ -58,8 +58,8 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
-from kgr.lexicon import (BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         hyphenated_words)
+from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION,
+                         OFFLINE_STOP_WORDS, hyphenated_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -313,6 +313,13 @@ class OfflinePolicy(Policy):
             words = [item for item, keep in zip(words, role) if keep]
         else:
             roles = []
+        if anchor.types and not any(type_words(t) for t in anchor.types):
+            # a type without words (a schema-less subject type) cannot tell a role noun: "the film [X]" still only
+            # says what X is (an anchor typed `written_by:object` keeps "the writer [X]" for its role)
+            described = {m.group(1).lower() for m in ARTICLE_NOUN_MENTION.finditer(question)
+                         if (named := MENTION.match(question, m.end() - 1)) and
+                         named.group(1).casefold() == anchor.name.casefold()}
+            words = [(w, d) for w, d in words if not (w in described and d <= 1)]
         role_relation = self._role_relation(roles, anchor.types)
         agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None

@@ -17,7 +17,8 @@ from kgr.errors import KgrError
 # 2: plans carry unmatched mentions and warnings; an unmatched mention no longer seeds
 # 3: plans carry the question as the policy read it (names found in an unbracketed question marked as mentions)
 # 4: plans carry the anchors the question offers as alternatives
-# 5: the offline policy follows near-tied first-hop trajectories and reads an inferred type as its own relation only
+# 5: the offline policy follows near-tied first-hop trajectories, reads an inferred type as its own relation only and
+#    "the film [X]" as naming a wordless anchor
 PLAN_VERSION = 5
 
 
