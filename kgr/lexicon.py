@@ -46,7 +46,7 @@ OFFLINE_STOP_WORDS = FUNCTION_WORDS | (QUESTION_WORDS - KIND_QUESTION_WORDS)
 INDEX_STOP_WORDS = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}
 
 # English cues that the answer is reached through something it shares with the anchor ("co-starred", "same").
-SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow"})
+SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow", "other"})
 # The `co` that `question_words` splits off "co-starred" (kgr.methods.dotrag.offline): a sharing cue too.
 CO_PREFIX = "co"
 # Cue words: they say how the answer relates to the anchor, never which relation; no scorer reads them as words.

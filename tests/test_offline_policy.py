@@ -145,6 +145,8 @@ def test_sharing_cue():
     assert sharing_cue(question_words("who co-starred with [Nora Quill]", "Nora Quill"))
     assert sharing_cue(question_words("which movies share directors with [Dark Harbor]", "Dark Harbor"))
     assert sharing_cue(question_words("who acted together with [Nora Quill]", "Nora Quill"))
+    # "other": the answer is another of what the anchor's neighbour has ("the other films of [X]'s director")
+    assert sharing_cue(question_words("which other packages does the maintainer of [tomlet] maintain", "tomlet"))
     assert not sharing_cue(question_words("who directed the movies written by [Wendy Scribe]", "Wendy Scribe"))
     assert not sharing_cue(question_words("who starred in [Dark Harbor]", "Dark Harbor"))
 
