@@ -72,7 +72,7 @@ class EmbeddingConfig:
     # a relationship without a description ("subject relation object") gets a vector composed from its three parts'
     # vectors (each weighted by its token count, summed, normalized) instead of an encoder pass of its own
     compose_relationships: bool = False
-    # a vector table (entities, relationships, passages) of at least this many rows gets an ANN index (IVF-PQ) at
+    # a vector table (entities, relationships, passages) of at least this many rows gets an ANN index (IVF-HNSW-SQ) at
     # ingest, and retrieval's whole-table searches go through it; 0 = never. An exact scan of 200k vectors costs ~17 ms
     index_min_rows: int = ranged(200_000, 0)
 
@@ -81,8 +81,9 @@ class EmbeddingConfig:
 class RayConfig:
     """Where `embedding.engine = "ray"` encodes (kgr.embed_ray)."""
 
-    # the cluster to join: "" starts a private Ray on this machine (127.0.0.1, no dashboard) for the run; "auto" joins
-    # the one `ray start` runs here; "ray://HOST:10001" a remote one
+    # the cluster to join: "" starts a private Ray on this machine for the run (no dashboard; Ray binds it to the
+    # machine's address and guards it with its token authentication); "auto" joins the one `ray start` runs here;
+    # "ray://HOST:10001" a remote one
     address: str = ""
     # encoder actors, each loading the model once; 0 = as many as the cluster's CPUs hold (embedding.threads each)
     workers: int = ranged(0, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 
@@ -67,6 +68,7 @@ def normalize_name(text: str) -> str:
     return " ".join(str(text).split()).casefold()
 
 
+@lru_cache(maxsize=1 << 16)  # labels are a bounded set, read for every relationship of a graph
 def relation_words(relation: str) -> str:
     """Turn a relation label such as `directed_by` or `hasGenre` into plain words.
 

@@ -393,14 +393,11 @@ def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, list]], min_rows:
 
 def plain_relationships(tables: Mapping[str, Mapping[str, list]]) -> list[int]:
     """The ids of the relationships without a description of their own: their text is `default_description`'s."""
-    from kgr.graph import relation_words
-
     names = tables["entities"]["name"]
     relationships = tables["relationships"]
-    words = {label: relation_words(label) for label in dict.fromkeys(relationships["relation"])}
     return [rid for rid, (s, relation, d, text) in enumerate(zip(relationships["src"], relationships["relation"],
                                                                   relationships["dst"], relationships["description"]))
-            if text == f"{names[s]} {words[relation]} {names[d]}"]  # as `default_description` writes it
+            if text == default_description(names[s], relation, names[d])]
 
 
 def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Sequence[int] | np.ndarray, gen: Path,
