@@ -234,6 +234,16 @@ class OfflineConfig:
     # directs is a reading of multi-typed entities, not the question's (at 0, MetaQA 3-hop 0.970 -> 0.888; 0.1 and 0.2
     # gave no consistent gain)
     typicality: float = ranged(0.05, 0.0)
+    # score term: a chain ending in a type that a word saying what kind of thing the answer is ("which country",
+    # "when") names: a type's members say what it holds where its name cannot (a schema-less `located_in:object` holds
+    # countries: its members' mean entity vector is 0.81 from "country", the towns' 0.57); 0 = off
+    answer_type: float = ranged(0.2, 0.0)
+    # ... a word names the types whose centroid is within this of its best one ("team" is 0.52 from football positions
+    # and 0.46 from clubs: it names both, and the other words decide)
+    answer_type_margin: float = ranged(0.1, 0.0, 2.0)
+    # ... and only if every other type trails its best by this much: a word near many types names none ("who" is 0.56
+    # from occupations, 0.53 from people, 0.44 from years; "team" 0.42 from four football positions, 0.30 from players)
+    answer_type_clarity: float = ranged(0.15, 0.0, 2.0)
     # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
     # ("which professional football team do players from [X] play for": club or position, WC2014 2-hop 0.790 -> 1.000)
     tie_margin: float = ranged(0.1, 0.0)

@@ -105,6 +105,21 @@ OF_MENTION = re.compile(r"([\w-]+)\s+of\s+\[")
 BY_MENTION = re.compile(r"([\w-]+)\s+by\s+\[")
 # "the film [X]": a noun between an article and a mention names what the mention is (an appositive)
 ARTICLE_NOUN_MENTION = re.compile(r"\b(?:the|a|an)\s+([\w-]+)\s+\[", re.IGNORECASE)
+# The question's interrogative: the first wh-word, and the word after it ("in which city", "who", "what year").
+INTERROGATIVE = re.compile(r"\b(what|which|who|whom|whose|when|where|why|how)\b(?:\s+([\w-]+))?", re.IGNORECASE)
+
+
+def answer_kind_words(question: str) -> set[str]:
+    """The word saying what kind of thing the answer is, lowercased: the noun the question's "which"/"what" asks about
+    ("which country", "what year") or its kind question word ("who", "when", "where"). Only the first wh-word asks:
+    a later one is relative ("the hospital where [X] was admitted")."""
+    match = INTERROGATIVE.search(MENTION.sub(" ", question))
+    if match is None:
+        return set()
+    wh, following = match.group(1).lower(), (match.group(2) or "").lower()
+    if wh in ("what", "which"):
+        return {following} if following and following not in FUNCTION_WORDS | QUESTION_WORDS else set()
+    return {wh} & KIND_QUESTION_WORDS
 
 
 def offered_alternatives(question: str) -> list[str]:

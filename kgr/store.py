@@ -232,6 +232,22 @@ class GraphStore:
     def types_of(self, eid: int) -> list[str]:
         return [self.type_names[t] for t in self.type_ids[self.type_indptr[eid]:self.type_indptr[eid + 1]]]
 
+    @cached_property
+    def type_centroids(self) -> np.ndarray:
+        """Per type (in `type_names` order), the normalized mean of its members' entity vectors: what a type looks like
+        to the encoder, which a question word can match where the type's name says nothing (a schema-less
+        `located_in:object` holding countries is 0.81 from "country", its cities' type 0.57)."""
+        members = np.repeat(np.arange(len(self.names)), np.diff(self.type_indptr))
+        order = np.argsort(self.type_ids, kind="stable")
+        counts = np.bincount(self.type_ids, minlength=len(self.type_names))
+        centroids = np.zeros((len(self.type_names), self.entity_vectors.shape[1]), dtype=np.float32)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        for t in np.flatnonzero(counts).tolist():  # one type at a time: no copy of every member's vector at once
+            rows = members[order[starts[t]:starts[t] + counts[t]]]
+            centroids[t] = self.entity_vectors[rows].sum(axis=0)
+        norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+        return centroids / np.where(norms > 0, norms, 1.0)
+
     def relation_of(self, rid: int) -> str:
         return self.relation_labels[self.relation_ids[rid]]
 

@@ -126,3 +126,19 @@ def test_name_spans_and_mark_names():
 def test_bounded_spans():
     text = "Paris Hilton, Parisian"
     assert bounded(text, 0, 5) and bounded(text, 0, 12) and not bounded(text, 14, 19) and not bounded(text, 1, 5)
+
+
+@pytest.mark.parametrize("question, words", [
+    ("Which country was [Pieter Achterberg] born in?", {"country"}),
+    ("In which towns were [Arthur]'s grandchildren born?", {"towns"}),
+    ("When was Owen Pryce's father born?", {"when"}),
+    ("Who treats the patients that are on metformin?", {"who"}),
+    # only the question's first wh-word asks; a later one is relative
+    ("Which doctors work at the hospital where [Noah] was admitted?", {"doctors"}),
+    # "what" before a function word names no kind
+    ("What do the dependencies of [glint-auth] depend on?", set()),
+    ("how many films did [X] direct", set()),
+    ("[X] directed", set()),
+])
+def test_answer_kind_words(question, words):
+    assert lexicon.answer_kind_words(question) == words

@@ -704,7 +704,7 @@ def test_compiled_chains_match_their_step_by_step_definition():
 
 # The chain score's terms after `explained - step_cost`, in the module docstring's order (+1 added, -1 subtracted).
 DOCUMENTED_TERMS = [(+1, "role_bonus"), (-1, "unsupported"), (-1, "agent_cost"), (-1, "order_cost"),
-                    (-1, "nearest_cost"), (+1, "returns"), (+1, "typicality")]
+                    (-1, "nearest_cost"), (+1, "returns"), (+1, "typicality"), (+1, "answer_type")]
 
 
 def _summed_terms(scorer, ids, lengths) -> tuple[np.ndarray, set[str]]:
@@ -735,10 +735,11 @@ def test_the_chain_score_is_its_documented_terms_summed_in_order():
         (SCHEMA, "who starred together with [Sam Okafor]", anchor("Sam Okafor", "actor")),  # a sharing cue
         (SCHEMA, TWO_HOP, WENDY),
         (FAMILY, "what is the occupation of [Ada]'s father's father", ADA),  # a repeated word
+        (PLACES, "which country was [Ada] born in", ADA),  # a word naming the answer's kind
     ]
     every = set()
     for schema, question, where in cases:
-        pol = OfflinePolicy(embed, schema, priors=priors)
+        pol = OfflinePolicy(embed, schema, priors=priors, type_centroids=PLACE_CENTROIDS)
         scorer = pol._scorer(question, where)
         ids, lengths = stacked([scorer.tails(t, 3) for t in where.types])
         summed, applied = _summed_terms(scorer, ids, lengths)
@@ -811,3 +812,50 @@ def test_an_article_noun_before_a_wordless_anchor_names_the_anchor(types, questi
     name = question[question.index("[") + 1:question.index("]")]
     reading = pol._scorer(question, anchor(name, *types)).reading
     assert [w for w, _ in reading.words] == kept
+
+
+# A schema-less graph: a person is born in a town, a town lies in a country; the types say nothing ("R:object"), but
+# their members do: the towns' centroid looks like "town", the countries' like "country" (`GraphStore.type_centroids`).
+PLACES = {"person": [("born_in", "born_in:object")], "born_in:object": [("located_in", "located_in:object")],
+          "located_in:object": []}
+PLACE_CENTROIDS = (["born_in:object", "located_in:object", "person"], bow_embed(["town", "country", "person"]))
+
+
+def _chain_scores(question: str, centroids, **settings) -> dict[tuple[str, ...], float]:
+    pol = OfflinePolicy(bow_embed, PLACES, settings=OfflineConfig(**settings), type_centroids=centroids)
+    scorer = pol._scorer(question, ADA)
+    ids, lengths = scorer.tails("person", 3)
+    scores = scorer.rows(ids, lengths)
+    return {tuple(pol._steps.steps[i][0] for i in row[:n]): float(v)
+            for row, n, v in zip(ids.tolist(), lengths.tolist(), scores) if n}
+
+
+def test_a_word_naming_the_answers_kind_favours_chains_ending_in_the_type_it_names():
+    question = "which country was [Ada] born in"
+    off = _chain_scores(question, None)
+    on = _chain_scores(question, PLACE_CENTROIDS, answer_type=0.2)
+    assert off.keys() == on.keys() == {("born_in",), ("born_in", "located_in")}
+    # only the chain ending among the countries earns the term, by its weight
+    assert on[("born_in",)] == off[("born_in",)]
+    assert on[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2)
+    assert _chain_scores(question, PLACE_CENTROIDS, answer_type=0.0) == off  # 0 = off
+    # a relative "where" asks nothing: only the question's first wh-word says what the answer is
+    assert _chain_scores("who knows the country where [Ada] was born", PLACE_CENTROIDS, answer_type=0.2) == \
+        _chain_scores("who knows the country where [Ada] was born", None)
+
+
+def test_a_word_near_several_types_names_those_within_the_margin_and_none_when_another_is_close():
+    both = (["born_in:object", "located_in:object", "person"], bow_embed(["country town", "country", "person"]))
+    # "country" is 0.71 from the towns' centroid, 1.0 from the countries': a margin of 0.3 names both, 0.1 only one
+    wide = _chain_scores("which country was [Ada] born in", both, answer_type=0.2, answer_type_margin=0.3,
+                         answer_type_clarity=0.5)
+    narrow = _chain_scores("which country was [Ada] born in", both, answer_type=0.2, answer_type_margin=0.1,
+                           answer_type_clarity=0.25)
+    off = _chain_scores("which country was [Ada] born in", None)
+    assert wide[("born_in",)] - off[("born_in",)] == pytest.approx(0.2)
+    assert narrow[("born_in",)] == off[("born_in",)]
+    assert narrow[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2)
+    # ... but the towns trail by 0.29 only: asking for clarity 0.3 names nothing
+    unclear = _chain_scores("which country was [Ada] born in", both, answer_type=0.2, answer_type_margin=0.1,
+                            answer_type_clarity=0.3)
+    assert unclear == off

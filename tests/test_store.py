@@ -92,3 +92,18 @@ def test_a_name_in_every_passage_is_less_specific_than_one_in_a_single_passage(h
     assert harbours.specificity("KELDA  sound") == pytest.approx(math.log(9 / 2) / math.log(9))
     assert harbours.specificity("Sound Kelda") == pytest.approx(1.0)  # whole words in order, not a bag of words
     assert harbours.specificity("Port") > harbours.specificity("harbour")  # 7 of 8
+
+
+def test_a_types_centroid_is_its_members_normalized_mean_vector(metaqa_project):
+    import numpy as np
+
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+        centroids = store.type_centroids
+        assert centroids.shape == (len(store.type_names), store.entity_vectors.shape[1])
+        for t, name in enumerate(store.type_names):
+            members = [e for e in range(store.num_entities) if name in store.types_of(e)]
+            mean = store.entity_vectors[members].astype(np.float64).mean(axis=0)
+            # float32 sums in another order: equal to rounding, and of unit length
+            assert np.allclose(centroids[t], mean / np.linalg.norm(mean), atol=1e-5), name
+            assert abs(float(np.linalg.norm(centroids[t])) - 1.0) < 1e-5

@@ -95,7 +95,8 @@ def make_policy(context: RunContext, store: GraphStore, embed: Callable[[Sequenc
     tally = step_counts(store) if tally is None else tally
     settings = context.config.offline
     offline = OfflinePolicy(embed or store.encoder.encode, type_schema(store, settings.relation_share, tally),
-                            max_hops=context.config.dotrag.max_hops, settings=settings, priors=step_priors(tally))
+                            max_hops=context.config.dotrag.max_hops, settings=settings, priors=step_priors(tally),
+                            type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None)
     if context.backbone == "offline":
         return offline
     if context.backbone == "random":

@@ -15,6 +15,7 @@ comments give its reason), summed in this order (`ChainScorer`: one method per t
             - nearest_cost * [the placed word nearest the mention is not the first step's]
             + (sharing_bonus with a sharing cue, else return_prior) * [the chain goes out and back]
             + typicality * sum over steps of log-typicality(step)
+            + answer_type * [the word saying what kind of thing the answer is names the last step's type]
 
 sim(w, step) is the larger cosine between the word and the step's relation words or type words. A word that names a
 label word several relations share ("play" ~ the `plays` of `plays_in_club`, `plays_position`, `plays_for_country`;
@@ -40,6 +41,10 @@ relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as 
 Without a sharing cue an out-and-back chain still earns the small `return_prior`, which breaks ties toward it.
 Log-typicality (kgr.methods.dotrag.method.step_priors) is 0 for a relation's dominant reading and negative for readings
 that only exist because entities carry several types.
+The question's first wh-word says what kind of thing the answer is ("which country", "what year", "when"); a type's
+members say what it holds where its name cannot (a schema-less `located_in:object` of countries): the word names the
+types whose members' mean entity vector is within `answer_type_margin` of its best match, if every other type trails
+by `answer_type_clarity` (`GraphStore.type_centroids`), and a chain ending in such a type earns `answer_type`.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all (else DotRAG hedges over several trajectories).
 
@@ -59,7 +64,7 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS, hyphenated_words)
+                         OFFLINE_STOP_WORDS, answer_kind_words, hyphenated_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -109,8 +114,13 @@ class OfflinePolicy(Policy):
 
     def __init__(self, embed: Callable[[Sequence[str]], np.ndarray], schema: dict[str, list[tuple[str, str]]],
                  max_hops: int = 3, settings: OfflineConfig | None = None,
-                 priors: dict[tuple[str, str, str], float] | None = None):
+                 priors: dict[tuple[str, str, str], float] | None = None,
+                 type_centroids: tuple[list[str], np.ndarray] | None = None):
+        """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), which the
+        `answer_type` term compares with the words naming the answer's kind (None: the term is off)."""
         self._embed = embed
+        self._centroids = None if type_centroids is None else (
+            {name: row for row, name in enumerate(type_centroids[0])}, type_centroids[1])
         self._priors = priors or {}
         # speed machinery (kgr.methods.dotrag.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
@@ -291,7 +301,7 @@ class OfflinePolicy(Policy):
         cut = self._question_schema(reading.vectors)
         schema, tails = (self.schema, self._tails) if cut is None else (cut, {})
         return ChainScorer(reading, anchor.types, self.settings, self._vector, self._steps, self._groups,
-                           bool(self._priors), schema, tails)
+                           bool(self._priors), schema, tails, self._centroids)
 
     def _read(self, question: str, anchor: AnchorOption) -> Reading:
         """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
@@ -326,8 +336,10 @@ class OfflinePolicy(Policy):
         # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the
         # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
         repeated = [] if sharing else _repeated_words(words)
+        kinds = answer_kind_words(question)
+        answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
-                       agent_relation)
+                       agent_relation, answer_words)
 
     # -- reading the question and the schema -------------------------------------------------------------------
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
@@ -446,6 +458,7 @@ class Reading:
     shared: tuple[list[set[str]], np.ndarray] | None  # shared label words' support (OfflinePolicy._shared_support)
     role_relation: str | None  # the way out the anchor's role names ("the director [X]": directed_by)
     agent_relation: str | None  # the way out the anchor's agency names ("the films acted by [X]": starred_actors)
+    answer_words: list[int]  # the places of the words naming the answer's kind ("which country", "when")
 
 
 @dataclass
@@ -461,6 +474,7 @@ class ChainGroup:
     returning: np.ndarray  # steps x chains: the step is part of an out-and-back pair (`compile_chains`)
     priors: np.ndarray  # per chain, its steps' summed log-typicality (`compile_chains`)
     first_relations: np.ndarray  # per chain, its first step's relation number
+    last_types: np.ndarray  # per chain, its last step's type number
     leaves_by_role: np.ndarray | None  # per chain, whether it leaves by the role's way out (None: no role word)
     placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
 
@@ -471,8 +485,11 @@ class ChainScorer:
 
     def __init__(self, reading: Reading, anchor_types: list[str], settings: OfflineConfig,
                  vector: Callable[[Sequence[str]], np.ndarray], numbers: StepNumbers, groups: CompiledGroups,
-                 has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo):
+                 has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo,
+                 centroids: tuple[dict[str, int], np.ndarray] | None = None):
         self.reading = reading
+        self._centroids = centroids  # (row per type name, type centroids): what the answer-kind words match
+        self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
         self.anchor_types = anchor_types
         self.settings = settings
         self._vector = vector
@@ -568,9 +585,35 @@ class ChainScorer:
             return None
         return self.settings.typicality * group.priors
 
+    def answer_type(self, group: ChainGroup) -> np.ndarray | None:
+        """`answer_type` per word naming the answer's kind ("which country", "when") that names the chain's last
+        type: its members' centroid within `answer_type_margin` of the word's best type, which every other type trails
+        by `answer_type_clarity` ("which country was [X] born in" ends among countries, not at the town)."""
+        named = self._named_types()
+        if named is None:
+            return None
+        return self.settings.answer_type * named[group.last_types]
+
+    def _named_types(self) -> np.ndarray | None:
+        """Per type number, how many of the answer-kind words name the type (None: no such word, or no centroids)."""
+        reading, settings = self.reading, self.settings
+        if not (settings.answer_type and reading.answer_words and self._centroids is not None):
+            return None
+        rows, centroids = self._centroids
+        type_names = self._numbers.type_names  # grows as chains take new steps: count the types seen so far
+        if self._kind_names is None or len(self._kind_names) < len(type_names):
+            sims = reading.vectors[reading.answer_words] @ centroids.T  # kind words x graph types
+            best = sims.max(axis=1, keepdims=True)
+            named = sims >= best - settings.answer_type_margin
+            # a word close to every type alike names none ("who": people and their occupations), nor one near them all
+            runner_up = np.where(named, -np.inf, sims).max(axis=1, keepdims=True)
+            named &= np.isfinite(runner_up) & (best - runner_up >= settings.answer_type_clarity)
+            self._kind_names = np.array([named[:, rows[t]].sum() if t in rows else 0 for t in type_names], dtype=float)
+        return self._kind_names
+
     # after `explained - step_cost`, the terms in the order they are summed: (+1 added, -1 subtracted, function)
     TERMS = ((+1, role_bonus), (-1, unsupported), (-1, agent_cost), (-1, order_cost), (-1, nearest_cost),
-             (+1, returns), (+1, typicality))
+             (+1, returns), (+1, typicality), (+1, answer_type))
 
     # -- what the terms read -----------------------------------------------------------------------------------
     def groups(self, chain_ids: np.ndarray, lengths: np.ndarray) -> Iterable[tuple[np.ndarray, ChainGroup]]:
@@ -603,6 +646,7 @@ class ChainScorer:
             # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
             supported = (counts > 0) | (returning & reading.sharing)
             first_relations = np.array(self._numbers.relation)[ids[:, 0]]  # relation numbers
+            last_types = np.array(self._numbers.type)[ids[:, -1]]  # type numbers
             leaves_by_role = None
             if reading.role_relation is not None:  # "the director [X]": X's directing is the way out
                 leaves_by_role = first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
@@ -613,7 +657,7 @@ class ChainScorer:
                 top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
                 placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
-                                      first_relations, leaves_by_role, placed)
+                                      first_relations, last_types, leaves_by_role, placed)
 
     def similarities(self, steps: list[tuple[str, str]]) -> np.ndarray:
         """words x steps: each word's best cosine with the step's relation or type phrase or any single word of them,

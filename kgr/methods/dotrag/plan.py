@@ -19,7 +19,8 @@ from kgr.errors import KgrError
 # 4: plans carry the anchors the question offers as alternatives
 # 5: the offline policy follows near-tied first-hop trajectories, reads an inferred type as its own relation only and
 #    "the film [X]" as naming a wordless anchor
-PLAN_VERSION = 5
+# 6: the offline policy's answer_type term (the words naming the answer's kind against the last type's members)
+PLAN_VERSION = 6
 
 
 @dataclass(frozen=True)
