@@ -93,6 +93,16 @@ class RayConfig:
 
 
 @dataclass
+class StorageConfig:
+    """Where a project keeps its vectors (kgr.objectstore)."""
+
+    # "" = the project folder's vectors/; "s3://BUCKET/PREFIX" = object storage (S3 or compatible): each ingest's
+    # vector tables go under PREFIX/<the project's storage id>/vectors/, credentials and endpoint from the AWS_*
+    # environment (never from here). The DuckDB tables, manifest and checkpoints stay in the project folder
+    vectors_uri: str = ""
+
+
+@dataclass
 class BackboneConfig:
     model: str = "offline"  # "offline", "random", or any LiteLLM model string
     api_base: str = ""
@@ -356,6 +366,7 @@ class BudgetConfig:
 class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     types: TypesConfig = field(default_factory=TypesConfig)
     reach: ReachConfig = field(default_factory=ReachConfig)
@@ -450,6 +461,16 @@ def _check_prices(prices: dict, origin: str) -> None:
                 raise ConfigError(f"{origin}: {model!r} {name} price {price!r} is not a non-negative number")
 
 
+def _check_vectors_uri(uri: str, origin: str) -> str:
+    """storage.vectors_uri: an s3://bucket/prefix without credentials (kgr.objectstore.check_uri)."""
+    from kgr.objectstore import check_uri
+
+    try:
+        return check_uri(uri)
+    except UsageError as exc:
+        raise ConfigError(f"{origin}: {exc.message}") from None
+
+
 def _apply(config: Config, dotted: str, value: Any, origin: str, error: type[ConfigError] = ConfigError) -> None:
     section_name, _, key = dotted.partition(".")
     sections = {f.name for f in fields(config)}
@@ -468,6 +489,8 @@ def _apply(config: Config, dotted: str, value: Any, origin: str, error: type[Con
             raise ConfigError(f"{origin}: {coerced!r} is not one of {', '.join(choices)}")
         if key == "prices":
             _check_prices(coerced, origin)
+        if key == "vectors_uri" and coerced:
+            coerced = _check_vectors_uri(coerced, origin)
     except ConfigError as exc:
         raise error(exc.message) from None
     setattr(section, key, coerced)

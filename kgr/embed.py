@@ -17,6 +17,7 @@ import numpy as np
 
 from kgr.config import DEFAULT_EMBEDDING_MODEL
 from kgr.errors import KgrError
+from kgr.objectstore import ObjectFolder, is_uri, storage_options, store_errors
 
 Progress = Callable[[int], None]
 META_FILE = "meta.json"
@@ -485,10 +486,11 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=10).hexdigest()
 
 
-def _connect(directory: Path):
+def _connect(directory: Path | ObjectFolder):
+    """The LanceDB database in a folder, local or on object storage (its storage options from the environment)."""
     import lancedb
 
-    return lancedb.connect(str(directory))
+    return lancedb.connect(str(directory), storage_options=storage_options() if is_uri(directory) else None)
 
 
 def read_meta(directory: Path) -> dict:
@@ -675,13 +677,15 @@ def write_vector_table(
             "hash": pa.array(hashes),
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
         })
-        if table is None:
-            table = db.create_table(name, data=batch)
-        else:
-            table.add(batch)
+        with store_errors(directory, f"write table {name}"):
+            if table is None:
+                table = db.create_table(name, data=batch)
+            else:
+                table.add(batch)
     if table is None:
         schema = pa.schema([("id", pa.int32()), ("hash", pa.string()), ("vector", pa.list_(pa.float16(), dimension))])
-        db.create_table(name, schema=schema)
+        with store_errors(directory, f"write table {name}"):
+            db.create_table(name, schema=schema)
     return encoded
 
 
@@ -696,8 +700,8 @@ INDEX_EF = 100
 INDEX_REFINE = 10
 
 
-def _index_params_path(directory: Path, name: str) -> Path:
-    return Path(directory) / f"{name}.index.json"
+def _index_params_path(directory: Path | ObjectFolder, name: str) -> Path | ObjectFolder:
+    return directory / f"{name}.index.json"
 
 
 def build_vector_index(directory: Path, name: str) -> dict:
@@ -756,7 +760,8 @@ def write_meta(directory: Path, model: str, dimension: int) -> None:
 
 def load_vectors(directory: Path, name: str) -> np.ndarray:
     """A table's vectors as a float32 matrix whose row i is id i."""
-    table = _connect(directory).open_table(name).to_arrow()
+    with store_errors(directory, f"read table {name}"):
+        table = _connect(directory).open_table(name).to_arrow()
     vectors = _vectors_of(table).astype(np.float32)
     ids = table.column("id").to_numpy()
     if len(ids) and not np.array_equal(ids, np.arange(len(ids))):

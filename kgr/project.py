@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping
 from kgr import __version__
 from kgr.config import CONFIG_FILE, Config, load_config, render_toml
 from kgr.errors import KgrError, MissingStageError, ProjectBusyError, StaleStageError
+from kgr.objectstore import ObjectFolder, location, remove_tree
 
 DB_FILE = "kgr.duckdb"
 LOCK_FILE = ".kgr.lock"
@@ -34,6 +35,9 @@ PUBLISH_LOCK_FILE = ".kgr.snapshot.lock"  # held exclusively while a writer publ
 SNAPSHOT_DIR = "snapshots"
 CURRENT_SNAPSHOT = "CURRENT"  # the name of the snapshot readers open, replaced atomically
 VECTORS_DIR = "vectors"
+# With `storage.vectors_uri`, the name of this project's own prefix under it (made at its first ingest): projects that
+# share a URI never prune each other's vectors.
+STORAGE_ID_FILE = "storage-id"
 REACH_DIR = "reach"
 # Written when an ingest starts and removed when it commits or is refused: the inputs and flags of an ingest killed
 # before it committed, so the hint of a later command can name the command that resumes it.
@@ -338,7 +342,7 @@ class Project:
             return
         still_used = self._held_artifacts() | (self._live_artifacts() if self.db_path.exists() else set())
         for relative in sorted(freed - still_used):
-            shutil.rmtree(self.root / relative, ignore_errors=True)
+            remove_tree(location(self.root, relative))
 
     def _held_artifacts(self) -> set[str]:
         """The artifact folders some remaining snapshot refers to."""
@@ -375,30 +379,51 @@ class Project:
         return bool(row and row[0])
 
     # -- generations of file artifacts ---------------------------------------------------------------------------
-    def new_generation(self, kind: str) -> Path:
+    def new_generation(self, kind: str) -> Path | ObjectFolder:
         """A fresh, empty folder for a stage's file artifacts; it becomes current only when the stage commits."""
-        path = self.root / kind / f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        folder = self.kind_root(kind)
+        if isinstance(folder, ObjectFolder):
+            folder.check()  # an unreachable store or a missing bucket fails here, before any work
+        path = folder / f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
         path.mkdir(parents=True)
         return path
 
-    def artifact(self, stage: str, name: str) -> Path:
+    def kind_root(self, kind: str) -> Path | ObjectFolder:
+        """Where a kind's generations live: the project folder, or for vectors `storage.vectors_uri` when set."""
+        uri = self.config.storage.vectors_uri
+        if kind != VECTORS_DIR or not uri:
+            return self.root / kind
+        return ObjectFolder(uri) / self._storage_id() / VECTORS_DIR
+
+    def _storage_id(self) -> str:
+        """This project's prefix under `storage.vectors_uri`, made by its first writer."""
+        path = self.root / STORAGE_ID_FILE
+        if not path.exists():
+            if not self.writable:
+                raise MissingStageError(f"{self.root}: nothing ingested yet{self._ingest_hint()}")
+            _write_atomically(path, uuid.uuid4().hex[:16])
+        return path.read_text(encoding="utf-8").strip()
+
+    def artifact(self, stage: str, name: str) -> Path | ObjectFolder:
         """The current folder of a stage's file artifact (as recorded in the manifest)."""
         run = self.require(stage)
         if name not in run.artifacts:
             raise StaleStageError(f"{self.root}: stage {stage} recorded no {name!r}; rerun `kgr {stage} {self.root} --force`")
-        return self.root / run.artifacts[name]
+        return location(self.root, run.artifacts[name])
 
-    def generations(self, kind: str) -> list[Path]:
-        folder = self.root / kind
+    def generations(self, kind: str) -> list[Path | ObjectFolder]:
+        folder = self.kind_root(kind)
+        if isinstance(folder, ObjectFolder):
+            return folder.subfolders()
         return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
 
-    def prune_generations(self, kind: str, keep: Path) -> None:
+    def prune_generations(self, kind: str, keep: Path | ObjectFolder) -> None:
         """After a stage commits: publish the new state, then remove the kind's other folders no snapshot holds."""
         self.publish_snapshot()
-        held = {(self.root / relative).resolve() for relative in self._held_artifacts()}
+        held = {location(self.root, relative).resolve() for relative in self._held_artifacts()}
         for path in self.generations(kind):
             if path.resolve() != keep.resolve() and path.resolve() not in held:
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
 
     # -- manifest ----------------------------------------------------------------------------------------------
     def config_fingerprint(self, stage: str) -> str:
@@ -482,10 +507,12 @@ class Project:
         input_fingerprint: str,
         upstream: dict[str, str],
         counts: dict[str, Any],
-        artifacts: dict[str, Path] | None = None,
+        artifacts: dict[str, Path | ObjectFolder] | None = None,
     ) -> StageRun:
-        """Insert the manifest row; call inside the stage's transaction so both commit together."""
-        relative = {name: str(path.relative_to(self.root)) for name, path in (artifacts or {}).items()}
+        """Insert the manifest row; call inside the stage's transaction so both commit together (an artifact on
+        object storage is recorded by its URI, one in the project folder by its path relative to it)."""
+        relative = {name: str(path) if isinstance(path, ObjectFolder) else str(path.relative_to(self.root))
+                    for name, path in (artifacts or {}).items()}
         run = StageRun(
             run_id=uuid.uuid4().hex,
             stage=stage,
@@ -548,18 +575,25 @@ class Project:
 
     # -- sizes -------------------------------------------------------------------------------------------------
     def disk_usage(self) -> dict[str, int]:
-        """Bytes on disk of the database, the vectors, the reachability map and the phrase cache."""
-        def size(path: Path) -> int:
+        """Bytes on disk of the database, the vectors (on object storage too), the reachability map and the phrase
+        cache."""
+        def size(path: Path | ObjectFolder) -> int:
+            if isinstance(path, ObjectFolder):
+                return path.size()
             if path.is_file():
                 return path.stat().st_size
             return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
         return {
             "database": size(self.db_path) + size(self.db_path.with_suffix(".duckdb.wal")),
-            "vectors": size(self.root / VECTORS_DIR),
+            "vectors": size(self.kind_root(VECTORS_DIR)) if self._has_vectors_root() else 0,
             "reach": size(self.root / REACH_DIR),
             "phrases": size(self.root / PHRASES_DIR),
         }
+
+
+    def _has_vectors_root(self) -> bool:
+        return not self.config.storage.vectors_uri or (self.root / STORAGE_ID_FILE).exists()
 
 
 class FreshDirectory:

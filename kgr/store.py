@@ -14,6 +14,7 @@ from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.lexicon import NAME_WORD
+from kgr.objectstore import ObjectFolder, location
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k
 
@@ -64,7 +65,9 @@ class GraphStore:
         self.root = project.root
         run = project.require("ingest")
         db = project.db
-        self.vectors_dir: Path = project.root / run.artifacts["vectors"]
+        self.vectors_dir: Path | ObjectFolder = location(project.root, run.artifacts["vectors"])
+        if isinstance(self.vectors_dir, ObjectFolder):
+            self.vectors_dir.check()  # an unreachable store fails here in one line, not amid a question
         self.model_name: str = run.counts.get("embedding_model", project.config.embedding.model)
         if encoder is not None and encoder.model_name != self.model_name:
             raise KgrError(f"{project.root}: vectors were made with {self.model_name!r}, not {encoder.model_name!r}")

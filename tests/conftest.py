@@ -33,6 +33,23 @@ class SettledEncoder(RecordingEncoder):
     model_name, precision, threads = "fake", "float32", 1
 
 
+@pytest.fixture(scope="module")
+def ray_instance():
+    """A Ray instance in this process for a module's tests (the engine joins it rather than starting its own); its
+    workers see the environment as it is when the fixture starts."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"Ray Data is not installed (pip install 'kgr[ray]'): {exc}")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="error")
+    except Exception as exc:  # any failure to start means no Ray here, not a kgr bug
+        pytest.skip(f"a local Ray instance cannot start here: {str(exc).splitlines()[0]}")
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def metaqa_project(tmp_path_factory) -> Path:
     """The MetaQA fixture slice ingested (real embedding model) with its reachability map, built once per session.

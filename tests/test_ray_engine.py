@@ -1,7 +1,7 @@
 """`embedding.engine = "ray"` (kgr ingest --engine ray) and `kgr retrieve --engine ray` on a private local Ray
 instance: the same graph, vectors and retrieval records as the local engine; an actor raising leaves the project as
-it was, one killed is restarted by Ray. One Ray instance per module (2 CPUs, no dashboard), shut down after; the tests are skipped only when Ray cannot
-be imported or started.
+it was, one killed is restarted by Ray. One Ray instance per module (conftest's `ray_instance`: 2 CPUs, no
+dashboard), shut down after; the tests are skipped only when Ray cannot be imported or started.
 """
 
 from __future__ import annotations
@@ -25,22 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 METAQA = ROOT / "fixtures" / "metaqa"
 RAY = {"embedding.engine": "ray", "ray.workers": 2}
 GRAPH_TABLES = ("entities", "entity_types", "relationships")
-
-
-@pytest.fixture(scope="module")
-def ray_instance():
-    """A Ray instance in this process for the module's tests (the engine joins it rather than starting its own)."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"Ray Data is not installed (pip install 'kgr[ray]'): {exc}")
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="error")
-    except Exception as exc:  # any failure to start means no Ray here, not a kgr bug
-        pytest.skip(f"a local Ray instance cannot start here: {str(exc).splitlines()[0]}")
-    yield ray
-    ray.shutdown()
 
 
 def tables(root: Path) -> dict[str, list[tuple]]:
