@@ -33,6 +33,23 @@ class SettledEncoder(RecordingEncoder):
     model_name, precision, threads = "fake", "float32", 1
 
 
+def untimed(value):
+    """`value` without the timings (`latency_ms`, `timings_ms`) at any depth: they vary from run to run."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in ("latency_ms", "timings_ms")}
+    return [untimed(v) for v in value] if isinstance(value, list) else value
+
+
+def vectors(root: Path) -> dict[str, np.ndarray]:
+    """The entity and relationship vectors of an ingested project (wherever its vectors live)."""
+    from kgr.embed import load_vectors
+    from kgr.project import Project
+
+    with Project.open(root) as project:
+        folder = project.artifact("ingest", "vectors")
+        return {name: load_vectors(folder, name) for name in ("entities", "relationships")}
+
+
 @pytest.fixture(scope="module")
 def ray_instance():
     """A Ray instance in this process for a module's tests (the engine joins it rather than starting its own); its

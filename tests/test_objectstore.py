@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import untimed, vectors
 
 from kgr import api
 from kgr.config import ConfigError, load_config
-from kgr.embed import load_vectors
 from kgr.errors import ExitStatus, KgrError
 from kgr.ingest import stage
 from kgr.objectstore import ObjectFolder, check_uri, storage_options
@@ -83,20 +83,8 @@ def ray_on_s3(s3_endpoint, ray_instance):
     return ray_instance
 
 
-def untimed(value):
-    if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("latency_ms", "timings_ms")}
-    return [untimed(v) for v in value] if isinstance(value, list) else value
-
-
 def records(root: Path, questions: Path, **options) -> list[dict]:
     return [untimed(asdict(r)) for r in api.retrieve(root, questions, run="compare", **options)]
-
-
-def vectors(root: Path) -> dict[str, np.ndarray]:
-    with Project.open(root) as project:
-        folder = project.artifact("ingest", "vectors")
-        return {name: load_vectors(folder, name) for name in ("entities", "relationships")}
 
 
 def generations(root: Path) -> list[ObjectFolder]:

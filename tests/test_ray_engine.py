@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import untimed, vectors
 
 from kgr import api
-from kgr.embed import CHECKPOINT_DIR, EmbeddingCheckpoint, load_vectors
+from kgr.embed import CHECKPOINT_DIR, EmbeddingCheckpoint
 from kgr.errors import ExitStatus, KgrError
 from kgr.ingest import stage
 from kgr.project import Project
@@ -32,22 +33,9 @@ def tables(root: Path) -> dict[str, list[tuple]]:
         return {name: project.db.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in GRAPH_TABLES}
 
 
-def vectors(root: Path) -> dict[str, np.ndarray]:
-    with Project.open(root) as project:
-        folder = project.artifact("ingest", "vectors")
-        return {name: load_vectors(folder, name) for name in ("entities", "relationships")}
-
-
 def manifest(root: Path) -> list[tuple]:
     with Project.open(root) as project:
         return project.db.execute("SELECT run_id, stage, artifacts FROM manifest ORDER BY ALL").fetchall()
-
-
-def untimed(value):
-    """`value` without the timings (`latency_ms`, `timings_ms`) at any depth: they vary from run to run."""
-    if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("latency_ms", "timings_ms")}
-    return [untimed(v) for v in value] if isinstance(value, list) else value
 
 
 def records(root: Path, questions: Path) -> list[dict]:
