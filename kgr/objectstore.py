@@ -120,10 +120,6 @@ class ObjectFolder:
         return self.uri < other.uri
 
     @property
-    def name(self) -> str:
-        return self.uri.rsplit("/", 1)[-1]
-
-    @property
     def _key(self) -> str:
         return self.uri[len(SCHEME):]
 
@@ -143,11 +139,6 @@ class ObjectFolder:
         from pyarrow import fs
 
         return self._info().type == fs.FileType.Directory
-
-    def is_file(self) -> bool:
-        from pyarrow import fs
-
-        return self._info().type == fs.FileType.File
 
     def read_text(self, encoding: str = "utf-8") -> str:
         def read(fs):
