@@ -53,6 +53,7 @@ class MentionMatch:
 
 
 # The GraphStore attribute holding each vector table as a matrix.
+CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
 
 
@@ -245,9 +246,10 @@ class GraphStore:
         counts = np.bincount(self.type_ids, minlength=len(self.type_names))
         centroids = np.zeros((len(self.type_names), self.entity_vectors.shape[1]), dtype=np.float32)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        for t in np.flatnonzero(counts).tolist():  # one type at a time: no copy of every member's vector at once
+        for t in np.flatnonzero(counts).tolist():
             rows = members[order[starts[t]:starts[t] + counts[t]]]
-            centroids[t] = self.entity_vectors[rows].sum(axis=0)
+            for first in range(0, len(rows), CENTROID_CHUNK):  # a bounded copy of the members' vectors at a time
+                centroids[t] += self.entity_vectors[rows[first:first + CENTROID_CHUNK]].sum(axis=0)
         norms = np.linalg.norm(centroids, axis=1, keepdims=True)
         return centroids / np.where(norms > 0, norms, 1.0)
 
