@@ -586,6 +586,16 @@ def test_probe_possessive_chains_repeat_a_relation(family_project, run_kgr, ques
     assert answer in retrieved(run_kgr, family_project, question)
 
 
+@pytest.mark.parametrize("question, answer", [
+    ("which country was [Kiril Petrov] born in", "Russia"),
+    ("in which country was [Ada Varga]'s father born", "Hungary"),
+])
+def test_probe_the_answers_kind_read_from_a_types_members_walks_on_to_it(family_project, run_kgr, question, answer):
+    # no schema: the towns and the countries are typed `born_in:object` and `located_in:object`, and only their
+    # members say which of them "country" names (offline.answer_type)
+    assert answer in retrieved(run_kgr, family_project, question)
+
+
 def test_probe_family_questions_beat_the_baselines_precision(family_project, run_kgr, tmp_path):
     """tests/data/family_questions.jsonl: 38 hand-written questions on the family graph (possessive and nested chains,
     synonyms, wh-words), retrieved and scored by the real commands. On a 42-triple graph VSS's 40 relationships are
