@@ -9,14 +9,15 @@ WIKI := fixtures/2wiki
 
 .PHONY: install demo test bench clean
 
-# The ray extra is installed too: CI runs the Ray engine's tests (tests/test_ray_engine.py) on a private local Ray.
+# The ray and onnx extras are installed too: CI runs the Ray engine's tests (tests/test_ray_engine.py) on a private
+# local Ray and the ONNX encoder's (tests/test_embed_onnx.py).
 # torch is installed first and pinned: its CPU wheel is what this project is tested with (a bare `torch`
 # requirement resolves to a multi-GB CUDA build).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,ray]'
+	$(BIN)/pip install -q -e '.[test,ray,onnx]'
 	touch $@
 
 install: $(BIN)/.installed

@@ -199,6 +199,9 @@ def ingest(
     if report.skipped_records:
         output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "
                            + first_few(report.skipped_records)))
+    if report.counts.get("truncated_texts"):
+        output.info(f"warning: {counted(report.counts['truncated_texts'], 'text')} longer than the embedding model's "
+                    f"window: their vectors stand for their beginning only")
     if report.names_with_several_types:
         shared = report.names_with_several_types
         output.info(escape(f"warning: {counted(len(shared), 'name')} given to entities of different types, kept as "

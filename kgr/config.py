@@ -66,6 +66,13 @@ class EmbeddingConfig:
     # float32. bfloat16 vectors agree with float32's to cosine >= 0.996 (stored vectors are float16 anyway) and cost
     # 2x less in bulk, 2-3x less for a question's batches of several texts (bench/encoder_precision.py)
     precision: str = field(default="auto", metadata={"choices": ("auto", "float32", "bfloat16")})
+    # the encoder's runtime: "torch", or "onnx": the model exported locally to ONNX Runtime (needs `pip install
+    # kgr[onnx]`; the export is cached under $KGR_CACHE_DIR or ~/.cache/kgr). ONNX float32 vectors are torch's within
+    # rounding; a project's vectors are queried with the backend and quantization that made them
+    backend: str = field(default="torch", metadata={"choices": ("torch", "onnx")})
+    # "int8": the ONNX model's weight matrices quantized to int8 per output channel (backend "onnx" only): vectors at
+    # cosine ~0.99 to float32's, faster on CPUs with int8 dot products (docs/benchmarks.md "Encoder backends")
+    quantize: str = field(default="none", metadata={"choices": ("none", "int8")})
     # where an ingest encodes its texts: "local" in this process, or "ray": a Ray cluster's encoder actors (`[ray]`;
     # needs `pip install kgr[ray]`). Vectors and tables are the same either way (within rounding on other CPUs)
     engine: str = field(default="local", metadata={"choices": ("local", "ray")})

@@ -63,13 +63,23 @@ class Encoder:
     """Encodes texts to L2-normalized float32 vectors; the model loads on first use."""
 
     def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 256, threads: int = 1,
-                 precision: str = "auto"):
+                 precision: str = "auto", backend: str = "torch", quantize: str = "none"):
         """`threads` as `embedding.threads`: torch threads, 0 = torch's default (one per core); `precision` as
-        `embedding.precision`: the model's arithmetic ("auto", "float32" or "bfloat16"; vectors are float32)."""
+        `embedding.precision`: the model's arithmetic ("auto", "float32" or "bfloat16"; vectors are float32);
+        `backend` / `quantize` as `embedding.backend` / `embedding.quantize`: torch, or the model exported to ONNX
+        Runtime (kgr.embed_onnx), its weights int8 when `quantize` is "int8"."""
+        if quantize != "none" and backend != "onnx":
+            raise KgrError(f"embedding.quantize = {quantize!r} needs embedding.backend = \"onnx\"")
+        if backend == "onnx" and precision == "bfloat16":
+            raise KgrError("embedding.backend = \"onnx\" runs float32 (or int8 weights): set embedding.precision to "
+                           "\"auto\" or \"float32\"")
         self.model_name = model
         self.batch_size = batch_size
         self.threads = threads
         self.precision = precision
+        self.backend = backend
+        self.quantize = quantize
+        self._onnx = None  # the ONNX Runtime model (`embedding.backend = "onnx"`), loaded with `model`
         self.encode_seconds = 0.0  # time inside the model's forward passes, for benchmarks
         self._model = None
         self._direct = False
@@ -101,6 +111,13 @@ class Encoder:
             except Exception as exc:  # sentence-transformers raises many kinds; all mean "cannot load"
                 raise KgrError(f"cannot load embedding model {self.model_name!r}: {str(exc).splitlines()[0]}") from None
             self._model.eval()  # once: `_forward` relies on it
+            if self.backend == "onnx":
+                from kgr.embed_onnx import OnnxModel, exported_model
+
+                self.precision = "float32"
+                path = exported_model(self._model, self.model_name, resolve_model_path(self.model_name), self.quantize)
+                self._onnx = OnnxModel(self._model, path, self.threads)
+                return self._model
             self.precision = resolve_precision(self.precision)
             if self.precision == "bfloat16":
                 import torch
@@ -116,11 +133,19 @@ class Encoder:
     def dimension(self) -> int:
         return int(self.model.get_embedding_dimension())
 
+    @property
+    def vectors_kind(self) -> str:
+        """What besides the model makes this encoder's vectors: "torch", "onnx" or "onnx-int8". Vectors of different
+        kinds are not mixed in one project (torch's precisions agree within rounding and are one kind)."""
+        return self.backend if self.quantize == "none" else f"{self.backend}-{self.quantize}"
+
     def encode(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """Vectors for `texts`, one row each, unit length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         _ = self.model  # loaded first: `_direct` says whether it is a SentenceTransformer
+        if self._onnx is not None:
+            return self._encode_onnx(texts, progress)
         if self._direct and len(texts) <= min(self.batch_size, SMALL_BATCH):
             began = time.perf_counter()
             vectors = self._forward(list(texts))
@@ -141,6 +166,35 @@ class Encoder:
             if progress:
                 progress(len(batch))
         return np.concatenate(parts)
+
+    def _encode_onnx(self, texts: Sequence[str], progress: Progress | None) -> np.ndarray:
+        """`encode` through ONNX Runtime: `batch_size` x 8 texts a call, as the torch path reports progress."""
+        parts = []
+        step = max(self.batch_size * 8, 1)
+        for start in range(0, len(texts), step):
+            batch = list(texts[start:start + step])
+            began = time.perf_counter()
+            parts.append(self._onnx.encode(batch, self.batch_size))
+            self.encode_seconds += time.perf_counter() - began
+            if progress:
+                progress(len(batch))
+        return np.concatenate(parts)
+
+    def truncated(self, texts: Sequence[str]) -> int:
+        """How many of `texts` are longer than the model's window (`max_seq_length` tokens with the special ones):
+        the encoder sees only their beginning. Only texts of as many UTF-8 bytes are tokenized (a token covers at
+        least one byte; two of headroom for a tokenizer's added word-start token)."""
+        window = int(self.model.max_seq_length or 0)
+        if window <= 0:
+            return 0
+        tokenizer = self.model.tokenizer
+        specials = len(tokenizer("")["input_ids"])
+        long = [t for t in texts if len(t.encode("utf-8")) + 2 > window - specials]
+        count = 0
+        for start in range(0, len(long), CHUNK_ROWS):
+            ids = tokenizer(long[start:start + CHUNK_ROWS], verbose=False)["input_ids"]
+            count += sum(len(each) > window for each in ids)
+        return count
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         """Small batches through the model's own modules, without `SentenceTransformer.encode`'s per-call set-up
@@ -316,9 +370,11 @@ class PhraseCache:
         import torch
 
         _ = self.encoder.model  # loaded: `precision` is resolved then
-        made_by = [PHRASES_VERSION, self.encoder.model_name, self.encoder.precision, self.encoder.threads,
-                   torch.__version__, how]
-        digest = hashlib.blake2b(json.dumps([made_by, list(texts)]).encode("utf-8"), digest_size=16).hexdigest()
+        maker = [PHRASES_VERSION, self.encoder.model_name, self.encoder.precision, self.encoder.threads,
+                 torch.__version__, how]
+        if self.encoder.vectors_kind != "torch":  # files of torch encoders keep their names
+            maker.append(self.encoder.vectors_kind)
+        digest = hashlib.blake2b(json.dumps([maker, list(texts)]).encode("utf-8"), digest_size=16).hexdigest()
         return self.directory / f"{digest}.npy"
 
     def vectors(self, texts: Sequence[str], how: str, encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
@@ -477,9 +533,10 @@ def length_groups(lengths: Sequence[int], call_slots: int = CALL_SLOTS["float32"
 
 
 def project_encoder(config) -> Encoder:
-    """The encoder a project's `[embedding]` settings describe (model, batch size, threads, precision)."""
-    return Encoder(config.embedding.model, config.embedding.batch_size, config.embedding.threads,
-                   config.embedding.precision)
+    """The encoder a project's `[embedding]` settings describe (model, batch size, threads, precision, backend)."""
+    embedding = config.embedding
+    return Encoder(embedding.model, embedding.batch_size, embedding.threads, embedding.precision, embedding.backend,
+                   embedding.quantize)
 
 
 def text_hash(text: str) -> str:
@@ -498,11 +555,12 @@ def read_meta(directory: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def reusable_vectors(directories: Sequence[Path], model: str) -> dict[str, np.ndarray]:
-    """Vectors by text hash from earlier generations (complete or interrupted) made with the same model."""
+def reusable_vectors(directories: Sequence[Path], model: str, kind: str = "torch") -> dict[str, np.ndarray]:
+    """Vectors by text hash from earlier generations (complete or interrupted) made with the same model and kind
+    (`Encoder.vectors_kind`)."""
     found: dict[str, np.ndarray] = {}
     for directory in directories:
-        if read_meta(directory).get("model") != model:
+        if not made_by(read_meta(directory), model, kind):
             continue
         try:
             db = _connect(directory)
@@ -525,15 +583,17 @@ def _vectors_of(table) -> np.ndarray:
 class EmbeddingCheckpoint:
     """Vectors encoded so far by an ingest, saved in parts by text hash, so a rerun after a kill encodes only the rest."""
 
-    def __init__(self, project_root: Path, model: str):
+    def __init__(self, project_root: Path, model: str, kind: str = "torch"):
+        """`kind`: `Encoder.vectors_kind` of the vectors saved."""
         self.root = Path(project_root) / CHECKPOINT_DIR
-        # One folder per model: vectors of another model must never be reused.
-        self.folder = self.root / text_hash(model)
+        # One folder per model and kind: vectors of another must never be reused.
+        self.folder = self.root / text_hash(model if kind == "torch" else f"{model}\0{kind}")
         self.model = model
+        self.kind = kind
 
     def load(self) -> dict[str, np.ndarray]:
-        """Every checkpointed vector of this model by text hash (empty when there is no checkpoint)."""
-        if read_meta(self.folder).get("model") != self.model:
+        """Every checkpointed vector of this model and kind by text hash (empty when there is no checkpoint)."""
+        if not made_by(read_meta(self.folder), self.model, self.kind):
             return {}
         found: dict[str, np.ndarray] = {}
         for part in sorted(self.folder.glob("*.npz")):
@@ -545,7 +605,7 @@ class EmbeddingCheckpoint:
         """Add one part; it is written under a temporary name and renamed, so a kill never leaves half a part."""
         if not self.folder.exists():
             self.folder.mkdir(parents=True)
-            write_meta(self.folder, self.model, int(vectors.shape[1]))
+            write_meta(self.folder, self.model, int(vectors.shape[1]), self.kind)
         tmp = self.folder / f".{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as handle:
             np.savez(handle, hashes=np.array(hashes, dtype=str), vectors=vectors.astype(np.float16, copy=False))
@@ -754,8 +814,15 @@ class VectorIndex:
         return ids[order], scores[order]
 
 
-def write_meta(directory: Path, model: str, dimension: int) -> None:
-    (directory / META_FILE).write_text(json.dumps({"model": model, "dimension": dimension, "dtype": "float16"}))
+def write_meta(directory: Path, model: str, dimension: int, kind: str = "torch") -> None:
+    """Record what made a folder's vectors: the model and `Encoder.vectors_kind`."""
+    (directory / META_FILE).write_text(json.dumps({"model": model, "backend": kind, "dimension": dimension,
+                                                   "dtype": "float16"}))
+
+
+def made_by(meta: Mapping, model: str, kind: str) -> bool:
+    """Whether a folder's `meta` says its vectors are `model`'s of `kind` (folders from before backends: torch)."""
+    return meta.get("model") == model and meta.get("backend", "torch") == kind
 
 
 def load_vectors(directory: Path, name: str) -> np.ndarray:

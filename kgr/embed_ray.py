@@ -31,7 +31,7 @@ def require_ray():
 class EncoderActor:
     """One Ray Data actor: loads the model once, then encodes whole parts, one per call."""
 
-    # `[embedding]` settings (model, batch_size, threads, precision), set on the subclass `with_settings` makes
+    # `[embedding]` settings (model, batch_size, threads, precision, backend, quantize), set on the subclass `with_settings` makes
     settings: tuple = ()
 
     def __init__(self):
@@ -65,7 +65,8 @@ class RayEngine:
         """Actors encode as `encoder` does (its model, batch size and threads; `embedding.precision` as configured, so
         "auto" is each actor's CPU's choice); `actor`: the actor class (a test swaps in one that fails)."""
         require_ray()
-        self.encoder_settings = (encoder.model_name, encoder.batch_size, encoder.threads, config.embedding.precision)
+        self.encoder_settings = (encoder.model_name, encoder.batch_size, encoder.threads, config.embedding.precision,
+                                 encoder.backend, encoder.quantize)
         self.settings = config.ray
         self.actor = actor
         self.part_size = config.ray.batch_size or max(encoder.batch_size, 1) * CHECKPOINT_BATCHES

@@ -506,20 +506,22 @@ def _encoder(target: Project, source_model: str | None, source_dimension: int | 
              shared: Encoder | None = None) -> Encoder:
     """The target's encoder: `shared` when it is the target's model; else, when the target uses the source's model,
     one whose dimension is known without loading the model."""
-    if shared is not None and shared.model_name == target.config.embedding.model:
+    embedding = target.config.embedding
+    if shared is not None and shared.model_name == embedding.model and \
+            (shared.backend, shared.quantize) == (embedding.backend, embedding.quantize):
         return shared
-    if source_dimension and source_model == target.config.embedding.model:
-        embedding = target.config.embedding
+    if source_dimension and source_model == embedding.model:
         return _KnownDimensionEncoder(int(source_dimension), embedding.model, embedding.batch_size,
-                                      embedding.threads, embedding.precision)
+                                      embedding.threads, embedding.precision, embedding.backend, embedding.quantize)
     return project_encoder(target.config)
 
 
 class _KnownDimensionEncoder(Encoder):
     """Loads the model only when something must actually be encoded (dropping edges encodes nothing)."""
 
-    def __init__(self, dimension: int, model: str, batch_size: int, threads: int, precision: str):
-        super().__init__(model, batch_size, threads, precision)
+    def __init__(self, dimension: int, model: str, batch_size: int, threads: int, precision: str,
+                 backend: str = "torch", quantize: str = "none"):
+        super().__init__(model, batch_size, threads, precision, backend, quantize)
         self._dimension = dimension
 
     @property

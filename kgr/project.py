@@ -66,7 +66,8 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
 RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision", "engine")}
 # Settings added after projects were fingerprinted, with the value that keeps their stage's output as before: at that
 # value they are left out of the fingerprint, so a graph ingested before the setting existed stays current.
-ADDED_SETTINGS: dict[str, dict[str, Any]] = {"embedding": {"compose_relationships": False, "index_min_rows": 200_000}}
+ADDED_SETTINGS: dict[str, dict[str, Any]] = {"embedding": {"compose_relationships": False, "index_min_rows": 200_000,
+                                                           "backend": "torch", "quantize": "none"}}
 # Stages a later stage may use but does not require (their absence is an ablation, not an error).
 OPTIONAL_INPUTS = {"overview"}
 

@@ -70,8 +70,13 @@ class GraphStore:
         if isinstance(self.vectors_dir, ObjectFolder):
             self.vectors_dir.check()  # an unreachable store fails here in one line, not amid a question
         self.model_name: str = run.counts.get("embedding_model", project.config.embedding.model)
+        # the backend and quantization that made the vectors (`Encoder.vectors_kind`; projects from before: torch)
+        self.vectors_kind: str = run.counts.get("embedding_backend", "torch")
         if encoder is not None and encoder.model_name != self.model_name:
             raise KgrError(f"{project.root}: vectors were made with {self.model_name!r}, not {encoder.model_name!r}")
+        if encoder is not None and encoder.vectors_kind != self.vectors_kind:
+            raise KgrError(f"{project.root}: vectors were made by a {self.vectors_kind} encoder, not "
+                           f"{encoder.vectors_kind}")
         self._encoder = encoder
         self._embedding = project.config.embedding
         self.names: list[str] = [r[0] for r in db.execute("SELECT name FROM entities ORDER BY eid").fetchall()]
@@ -161,8 +166,11 @@ class GraphStore:
     def encoder(self) -> Encoder:
         if self._encoder is not None:
             return self._encoder
-        return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads,
-                       self._embedding.precision)
+        # queried as they were made: the backend and quantization the ingest recorded, whatever the settings say now
+        backend, _, quantize = self.vectors_kind.partition("-")
+        precision = self._embedding.precision if backend == "torch" else "float32"
+        return Encoder(self.model_name, self._embedding.batch_size, self._embedding.threads, precision, backend,
+                       quantize or "none")
 
     @cached_property
     def phrases(self) -> PhraseCache:

@@ -30,7 +30,7 @@ class SettledEncoder(RecordingEncoder):
     """A RecordingEncoder with the settings a phrase cache names its files by."""
 
     model = None
-    model_name, precision, threads = "fake", "float32", 1
+    model_name, precision, threads, vectors_kind = "fake", "float32", 1, "torch"
 
 
 def untimed(value):

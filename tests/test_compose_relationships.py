@@ -24,6 +24,10 @@ class WordEncoder:
     batch_size = 8
     dimension = 16
     encode_seconds = 0.0
+    vectors_kind = "torch"
+
+    def truncated(self, texts):
+        return 0
 
     def __init__(self):
         self.encoded: list[str] = []

@@ -316,11 +316,11 @@ def store_graph(
     gen = project.new_generation(VECTORS_DIR)
     if encoder is None:
         encoder = project_encoder(project.config)
-    write_meta(gen, encoder.model_name, encoder.dimension)
+    write_meta(gen, encoder.model_name, encoder.dimension, encoder.vectors_kind)
     if reuse_dirs is None:
         reuse_dirs = [g for g in project.generations(VECTORS_DIR) if g != gen]
-    reuse = reusable_vectors(list(reuse_dirs), encoder.model_name)
-    checkpoint = EmbeddingCheckpoint(project.root, encoder.model_name)
+    reuse = reusable_vectors(list(reuse_dirs), encoder.model_name, encoder.vectors_kind)
+    checkpoint = EmbeddingCheckpoint(project.root, encoder.model_name, encoder.vectors_kind)
     reuse.update(checkpoint.load())
     encoded = 0
     texts_of = {
@@ -357,6 +357,10 @@ def store_graph(
     counts["types"] = len(set(tables["entity_types"]["type"]))
     if composed is not None:
         counts["composed_relationships"] = len(composed)
+    # texts longer than the model's window: their vectors stand for their beginning only
+    truncated = sum(encoder.truncated(texts) for texts in texts_of.values())
+    if truncated:
+        counts["truncated_texts"] = truncated
     several_types = names_with_several_types(tables)
     if several_types:
         counts["names_with_several_types"] = len(several_types)
@@ -367,7 +371,8 @@ def store_graph(
             write_table(db, name, columns, int_columns)
         project.record_stage(
             "ingest", started=started, input_fingerprint=input_fingerprint, upstream={},
-            counts={**counts, "embedding_model": encoder.model_name, "dimension": encoder.dimension,
+            counts={**counts, "embedding_model": encoder.model_name, "embedding_backend": encoder.vectors_kind,
+                    "dimension": encoder.dimension,
                     **(counts_extra or {})},
             artifacts={"vectors": gen},
         )
