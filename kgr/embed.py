@@ -184,7 +184,7 @@ class Encoder:
         """How many of `texts` are longer than the model's window (`max_seq_length` tokens with the special ones):
         the encoder sees only their beginning. Only texts of as many UTF-8 bytes are tokenized (a token covers at
         least one byte; two of headroom for a tokenizer's added word-start token)."""
-        window = int(self.model.max_seq_length or 0)
+        window = int(getattr(self.model, "max_seq_length", 0) or 0)  # stand-in models have no window
         if window <= 0:
             return 0
         tokenizer = self.model.tokenizer
@@ -815,9 +815,11 @@ class VectorIndex:
 
 
 def write_meta(directory: Path, model: str, dimension: int, kind: str = "torch") -> None:
-    """Record what made a folder's vectors: the model and `Encoder.vectors_kind`."""
-    (directory / META_FILE).write_text(json.dumps({"model": model, "backend": kind, "dimension": dimension,
-                                                   "dtype": "float16"}))
+    """Record what made a folder's vectors: the model and `Encoder.vectors_kind` (whole or not at all: a kill
+    between writing and renaming leaves no meta.json, never an empty one)."""
+    partial = directory / f".{META_FILE}.{uuid.uuid4().hex}.tmp"
+    partial.write_text(json.dumps({"model": model, "backend": kind, "dimension": dimension, "dtype": "float16"}))
+    os.replace(partial, directory / META_FILE)
 
 
 def made_by(meta: Mapping, model: str, kind: str) -> bool:

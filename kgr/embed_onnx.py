@@ -53,8 +53,8 @@ def pooling_mode(model) -> str:
 
 
 def export_key(model, name: str, model_path: str, quantize: str) -> str:
-    """The cache folder's name for `model` (`name`, loaded from `model_path`) exported with `quantize`: it changes with the
-    weights' files, the export code and the libraries that write the graph."""
+    """The cache folder's name for `model` (`name`, loaded from `model_path`) exported with `quantize`: it changes with
+    the weights' files, the export code and the libraries that write the graph."""
     import onnxruntime
     import torch
     import transformers
@@ -131,8 +131,8 @@ def export(model, path: Path) -> None:
         # the TorchScript exporter: the dynamo one needs onnxscript and re-traces the model per release
         torch.onnx.export(module, (ids, (ids > 0).long()), str(path), input_names=["input_ids", "attention_mask"],
                           output_names=["vector"], opset_version=ONNX_OPSET, dynamo=False,
-                          dynamic_axes={"input_ids": {0: "rows", 1: "tokens"}, "attention_mask": {0: "rows", 1: "tokens"},
-                                        "vector": {0: "rows"}})
+                          dynamic_axes={"input_ids": {0: "rows", 1: "tokens"},
+                                        "attention_mask": {0: "rows", 1: "tokens"}, "vector": {0: "rows"}})
 
 
 def quantize_int8(source: Path, target: Path) -> None:

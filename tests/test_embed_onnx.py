@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from kgr import api
 from kgr.embed import Encoder, reusable_vectors, write_meta
 from kgr.errors import KgrError
-from kgr.project import Project
+from kgr.project import Project, fingerprint
 from kgr.store import GraphStore
 
 needs_onnxruntime = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None,
@@ -84,6 +83,22 @@ def test_a_missing_onnxruntime_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
     with pytest.raises(KgrError, match=r"kgr\[onnx\]"):
         require_onnxruntime()
+
+
+def test_the_backend_is_part_of_the_ingest_settings_and_torch_leaves_old_projects_current(tmp_path):
+    fingerprints = {}
+    for backend, quantize in (("torch", "none"), ("onnx", "none"), ("onnx", "int8")):
+        root = tmp_path / f"{backend}-{quantize}"
+        Project.init(root, {"embedding.backend": backend, "embedding.quantize": quantize})
+        with Project.open(root) as project:
+            fingerprints[backend, quantize] = project.config_fingerprint("ingest")
+            if backend == "torch":
+                before = {name: {k: v for k, v in project.config.section(name).items()
+                                 if k not in ("threads", "precision", "engine", "compose_relationships",
+                                              "index_min_rows", "backend", "quantize")}
+                          for name in ("embedding", "types")}
+                assert fingerprints[backend, quantize] == fingerprint(before)
+    assert len(set(fingerprints.values())) == 3  # a changed backend makes the ingest run again
 
 
 def test_vectors_of_another_backend_are_not_reused(tmp_path):
