@@ -4,6 +4,7 @@ beside each backend's bare loop; and kgr's ingest encoding rate against the bare
     python bench/encoders.py                        # every backend x 1 and 2 threads x short / ~120 / ~250 tokens
     python bench/encoders.py --rounds 3 --quick     # fewer texts per cell
     python bench/encoders.py --ingest --backend onnx --quantize int8 --threads 2   # an ingest against the bare loop
+    python bench/encoders.py --processes            # 1 thread, 2 threads, 2 processes of 1 thread (torch)
 
 Backends: torch float32, torch bfloat16 (only where the CPU has bfloat16 units: emulated it is slower than float32),
 ONNX Runtime float32 and int8 (kgr.embed_onnx: exported locally from the packaged weights). "bare" is the backend's
@@ -204,6 +205,63 @@ def bench_ingest(args) -> dict:
             "ingest_vs_bare": round(statistics.median(i / b for i, b in zip(ingests, bares)), 3)}
 
 
+def _worker_start(root: str, precision: str) -> None:
+    """A pool process: one torch thread, its own encoder (the model loads once per process)."""
+    global WORKER_ENCODER
+    sys.path.insert(0, root)
+    from kgr.embed import Encoder
+
+    WORKER_ENCODER = Encoder(batch_size=BATCH, threads=1, precision=precision)
+    _ = WORKER_ENCODER.model
+
+
+def _worker_encode(texts: list[str]) -> int:
+    return len(WORKER_ENCODER.encode(texts))
+
+
+def bench_processes(args) -> dict:
+    """Both cores busy by threads or by processes: one process of 1 thread, one of 2 threads, and 2 processes of 1
+    thread each encoding half the texts (what `embedding.engine = "ray"` with 2 workers does), interleaved."""
+    import multiprocessing
+
+    from kgr.embed import Encoder, resolve_precision
+
+    precision = resolve_precision("auto")
+    one, two = (Encoder(batch_size=BATCH, threads=n, precision=precision) for n in (1, 2))
+    tokenizer = one.model.tokenizer
+    _, short = fixture_texts(0, COUNTS["short"] // 4)
+    texts = {"short": short, "long120": long_texts(tokenizer, 120, COUNTS["long120"] // 4)}
+    pool = multiprocessing.get_context("spawn").Pool(2, initializer=_worker_start, initargs=(str(ROOT), precision))
+    pool.map(_worker_encode, [["warm up"], ["warm up"]])
+    import torch
+
+    def threads(encoder, n):
+        def run(batch):
+            torch.set_num_threads(n)
+            encoder.encode(batch)
+        return run
+
+    ways = {"1 process x 1 thread": threads(one, 1), "1 process x 2 threads": threads(two, 2),
+            "2 processes x 1 thread": lambda batch: pool.map(_worker_encode, [batch[0::2], batch[1::2]])}
+    samples: dict[tuple, list[float]] = {}
+    try:
+        for round_index in range(args.rounds):
+            for name, batch in texts.items():
+                for way, run in ways.items():
+                    began = time.perf_counter()
+                    run(batch)
+                    samples.setdefault((name, way), []).append(len(batch) / (time.perf_counter() - began))
+            print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
+    finally:
+        pool.terminate()
+    rows = []
+    for (name, way), rates in samples.items():
+        base = samples[(name, "1 process x 1 thread")]
+        rows.append({"texts": name, "way": way, "texts_per_s": round(statistics.median(rates), 1),
+                     "vs_one_thread": round(statistics.median(r / b for r, b in zip(rates, base)), 3)})
+    return {"precision": precision, "rounds": args.rounds, "load_before": os.getloadavg(), "rows": rows}
+
+
 class api_texts:
     """The texts an ingested project embedded (entities' then relationships'), read back from its tables."""
 
@@ -229,12 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--quick", action="store_true", help="a quarter of the texts per cell")
     parser.add_argument("--ingest", action="store_true", help="an ingest's encoding rate against the bare loop")
+    parser.add_argument("--processes", action="store_true", help="threads against processes (torch, default precision)")
     parser.add_argument("--backend", default="torch", choices=("torch", "onnx"))
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--edges", type=int, default=2000, help="--ingest: relationships in the graph")
     parser.add_argument("--tokens", type=int, default=120, help="--ingest: description tokens (0: names only)")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.processes:
+        result = bench_processes(args)
+        (OUT / "encoders_processes.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return 0
     if args.ingest:
         result = bench_ingest(args)
         (OUT / "encoders_ingest.json").write_text(json.dumps(result, indent=2) + "\n")
