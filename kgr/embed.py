@@ -814,11 +814,15 @@ class VectorIndex:
         return ids[order], scores[order]
 
 
-def write_meta(directory: Path, model: str, dimension: int, kind: str = "torch") -> None:
+def write_meta(directory: Path | ObjectFolder, model: str, dimension: int, kind: str = "torch") -> None:
     """Record what made a folder's vectors: the model and `Encoder.vectors_kind` (whole or not at all: a kill
-    between writing and renaming leaves no meta.json, never an empty one)."""
+    between writing and renaming leaves no meta.json, never an empty one; an object store's put is whole)."""
+    text = json.dumps({"model": model, "backend": kind, "dimension": dimension, "dtype": "float16"})
+    if isinstance(directory, ObjectFolder):
+        (directory / META_FILE).write_text(text)
+        return
     partial = directory / f".{META_FILE}.{uuid.uuid4().hex}.tmp"
-    partial.write_text(json.dumps({"model": model, "backend": kind, "dimension": dimension, "dtype": "float16"}))
+    partial.write_text(text)
     os.replace(partial, directory / META_FILE)
 
 
