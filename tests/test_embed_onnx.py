@@ -145,3 +145,18 @@ def test_texts_longer_than_the_window_are_counted_and_warned_about(tmp_path, run
     with Project.open(tmp_path / "project") as project:
         assert project.last_run("ingest").counts["truncated_texts"] == 1
 
+
+
+@needs_onnxruntime
+@pytest.mark.parametrize("vnni", [True, False])
+def test_int8_weights_use_seven_bits_on_a_cpu_without_int8_dot_products(monkeypatch, tmp_path, vnni):
+    import onnxruntime.quantization
+
+    from kgr import embed_onnx
+
+    calls = []
+    monkeypatch.setattr(embed_onnx, "int8_dot_products", lambda: vnni)
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", lambda *args, **kwargs: calls.append(kwargs))
+    embed_onnx.quantize_int8(tmp_path / "in.onnx", tmp_path / "out.onnx")
+    assert calls == [{"weight_type": onnxruntime.quantization.QuantType.QInt8, "per_channel": True,
+                      "reduce_range": not vnni}]
