@@ -672,15 +672,18 @@ COMPOSED_HASH_PREFIX = "composed:"
 
 
 def missing_parts(texts: Sequence[str], reuse: Mapping[str, np.ndarray], part_size: int,
-                  composed: ComposedVectors | None = None) -> list[list[int]]:
-    """The rows of `texts` whose vectors are not in `reuse`, in the parts they are encoded in: within each `CHUNK_ROWS`
-    chunk, `part_size` at a time (an engine that encodes these same parts gives the same vectors). The rows of
-    `composed` are never encoded."""
-    given = set(composed.rows.tolist()) if composed is not None else set()
+                  composed: ComposedVectors | None = None, chunk_rows: int = CHUNK_ROWS) -> list[np.ndarray]:
+    """The rows of `texts` whose vectors are not in `reuse`, in the parts they are encoded in (arrays of row ids):
+    within each chunk of `chunk_rows` rows, `part_size` at a time (an engine that encodes these same parts gives the
+    same vectors). The rows of `composed` are never encoded."""
+    given = composed.rows if composed is not None else np.zeros(0, dtype=np.int64)
     parts = []
-    for start in range(0, len(texts), CHUNK_ROWS):
-        missing = [start + i for i, text in enumerate(texts[start:start + CHUNK_ROWS])
-                   if start + i not in given and text_hash(text) not in reuse]
+    for start in range(0, len(texts), chunk_rows):
+        chunk = texts[start:start + chunk_rows]
+        wanted = np.fromiter((text_hash(text) not in reuse for text in chunk), dtype=bool, count=len(chunk))
+        first, last = np.searchsorted(given, [start, start + len(chunk)])
+        wanted[given[first:last] - start] = False
+        missing = start + np.flatnonzero(wanted)
         parts += [missing[first:first + part_size] for first in range(0, len(missing), part_size)]
     return parts
 
@@ -696,10 +699,12 @@ def write_vector_table(
     progress: Progress | None = None,
     checkpoint: EmbeddingCheckpoint | None = None,
     composed: ComposedVectors | None = None,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> int:
-    """Write `texts` (row i has id i) into table `name`: vectors from `reuse` by hash, the rows of each of `parts`
-    (`missing_parts`) from the next of `encoded_parts`, each saved to `checkpoint` as it comes; return how many were
-    encoded. The rows of `composed` take its vectors (and were left out of `parts`)."""
+    """Write `texts` (row i has id i) into table `name`, `chunk_rows` rows at a time: vectors from `reuse` by hash,
+    the rows of each of `parts` (`missing_parts` with the same `chunk_rows`) from the next of `encoded_parts`, each
+    saved to `checkpoint` as it comes; return how many were encoded. The rows of `composed` take its vectors (and
+    were left out of `parts`)."""
     import pyarrow as pa
 
     db = _connect(directory)
@@ -707,8 +712,8 @@ def write_vector_table(
     encoded = 0
     waiting = iter(parts)
     part = next(waiting, None)
-    for start in range(0, len(texts), CHUNK_ROWS):
-        chunk = texts[start:start + CHUNK_ROWS]
+    for start in range(0, len(texts), chunk_rows):
+        chunk = texts[start:start + chunk_rows]
         vectors = np.empty((len(chunk), dimension), dtype=np.float16)
         given = np.zeros(len(chunk), dtype=bool)
         if composed is not None:
@@ -724,7 +729,7 @@ def write_vector_table(
         if progress and reused:
             progress(reused)
         while part is not None and part[0] < start + len(chunk):
-            rows = [i - start for i in part]
+            rows = np.asarray(part) - start
             vectors[rows] = next(encoded_parts)
             if checkpoint is not None:
                 checkpoint.save([hashes[i] for i in rows], vectors[rows])

@@ -62,8 +62,9 @@ STAGE_CONFIG: dict[str, tuple[str, ...]] = {
     "overview": ("overview", "backbone"),
 }
 # Settings that change how fast a stage runs, and what it produces only within rounding (the encoder's precision moves
-# a vector's cosine by at most ~0.004: stored vectors stay valid; the engine only where its texts are encoded).
-RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision", "engine")}
+# a vector's cosine by at most ~0.004: stored vectors stay valid; the engine only where its texts are encoded;
+# chunk_rows only which texts share an encoder call).
+RUNTIME_ONLY: dict[str, tuple[str, ...]] = {"embedding": ("threads", "precision", "engine", "chunk_rows")}
 # Settings added after projects were fingerprinted, with the value that keeps their stage's output as before: at that
 # value they are left out of the fingerprint, so a graph ingested before the setting existed stays current.
 ADDED_SETTINGS: dict[str, dict[str, Any]] = {"embedding": {"compose_relationships": False, "index_min_rows": 200_000,

@@ -122,8 +122,8 @@ def test_the_setting_at_its_default_leaves_the_ingest_fingerprint_as_before(tmp_
         with Project.open(tmp_path / str(compose)) as project:
             fingerprints[compose] = project.config_fingerprint("ingest")
             before = {name: {k: v for k, v in project.config.section(name).items()
-                             if k not in ("threads", "precision", "engine", "compose_relationships", "index_min_rows",
-                                          "backend", "quantize")}
+                             if k not in ("threads", "precision", "engine", "chunk_rows", "compose_relationships",
+                                          "index_min_rows", "backend", "quantize")}
                       for name in ("embedding", "types")}
     assert fingerprints[False] == fingerprint(before)  # a graph ingested before the setting existed stays current
     assert fingerprints[True] != fingerprints[False]

@@ -44,6 +44,9 @@ class CountingEncoder:
         vectors = np.asarray(rows, dtype=np.float32) - 127.5
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
+    def token_counts(self, texts):
+        return np.array([len(text.split()) for text in texts])
+
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> dict:
@@ -114,3 +117,52 @@ def test_a_killed_part_write_leaves_no_part(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         checkpoint.save(["c"], np.ones((1, 4), dtype=np.float32))
     assert sorted(checkpoint.load()) == ["a", "b"]
+
+
+GRAPH_TABLES = ("entities", "entity_types", "relationships", "passages", "entity_passages")
+
+
+def stored(root: Path) -> tuple[dict[str, list], dict[str, np.ndarray]]:
+    """The graph tables' rows and the vector tables of a committed project."""
+    with Project.open(root) as project:
+        rows = {name: project.db.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in GRAPH_TABLES}
+    return rows, vectors(root)
+
+
+def store_in_chunks(root: Path, tables: dict, encoder: CountingEncoder, chunk_rows: int, compose: bool = False):
+    if not root.exists():
+        Project.init(root, {"embedding.chunk_rows": chunk_rows, "embedding.compose_relationships": compose})
+    return store(root, tables, encoder)
+
+
+@pytest.mark.parametrize("compose", [False, True])
+def test_chunks_of_a_few_rows_store_what_one_chunk_stores(tmp_path, tables, compose):
+    # 7 rows a chunk: parts end at chunk ends, so the encoder sees other groups of texts; the vectors are per text
+    many = store_in_chunks(tmp_path / "many", tables, CountingEncoder(), chunk_rows=7, compose=compose)
+    one = store_in_chunks(tmp_path / "one", tables, CountingEncoder(), chunk_rows=100_000, compose=compose)
+    assert many.counts == one.counts and many.encoded == one.encoded
+    many_rows, many_vectors = stored(tmp_path / "many")
+    one_rows, one_vectors = stored(tmp_path / "one")
+    assert many_rows == one_rows and len(many_rows["relationships"]) == TRIPLES
+    for name in one_vectors:
+        assert np.array_equal(many_vectors[name], one_vectors[name])
+
+
+def test_an_interrupt_inside_a_chunk_resumes_to_what_an_uninterrupted_run_stores(tmp_path, tables):
+    # 50 rows a chunk, parts of 4 x 8 = 32 texts: the second encoder call is the rest of the first chunk, so the
+    # third call stops the run inside the second chunk, with that chunk's first part not yet encoded
+    Project.init(tmp_path / "p", {"embedding.chunk_rows": 50})
+    interrupted = CountingEncoder(interrupt_on_call=3)
+    with pytest.raises(KeyboardInterrupt):
+        store(tmp_path / "p", tables, interrupted)
+    assert interrupted.texts == 50
+    assert not (tmp_path / "p" / "kgr.duckdb").exists()  # nothing committed: no table a later stage could read
+    resumed = CountingEncoder()
+    report = store(tmp_path / "p", tables, resumed)
+    assert resumed.texts == report.encoded == total_texts(tables) - 50
+    store_in_chunks(tmp_path / "clean", tables, CountingEncoder(), chunk_rows=50)
+    resumed_rows, resumed_vectors = stored(tmp_path / "p")
+    clean_rows, clean_vectors = stored(tmp_path / "clean")
+    assert resumed_rows == clean_rows
+    for name in clean_vectors:
+        assert np.array_equal(resumed_vectors[name], clean_vectors[name])

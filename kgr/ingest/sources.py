@@ -12,6 +12,8 @@ from kgr.ingest import extracted, readers
 from kgr.ingest.formats import FORMATS
 from kgr.ingest.types import assign_types, load_schema
 
+# The provenance of every edge read without any, shared (`Relationship.sources`).
+NO_SOURCES: tuple[int, ...] = ()
 # Header names that mark the first line of a delimited text file as a header rather than a triple.
 _HEADER_WORDS = frozenset(readers.FIELDS)
 
@@ -111,19 +113,25 @@ def merge(batches: list[readers.Batch]) -> Graph:
             _declare(entities, declared_at, entity, batch.path, line)
     seen: dict[tuple[str, str, str, str], int] = {}
     relationships = graph.relationships
+    # Each edge holds its entities' own key strings and one string per label, not the copies each input line made:
+    # a large graph's edges then cost their object and its four pointers.
+    labels: dict[str, str] = {}
     for batch in batches:
         strict = batch.keyed and bool(declared_at)
         for line, source, relation, target, description in batch.edges:
+            ends = []
             for key in (source, target):
-                if key not in entities:
+                entity = entities.get(key)
+                if entity is None:
                     if strict:
                         raise InputError(batch.path, f"relationship names unknown entity id {key!r}", line)
                     # Inlined Graph.entity(): this loop runs once per triple of large KBs.
-                    entities[key] = Entity(key=key, name=key)
-            edge = (source, relation, target, description)
+                    entity = entities[key] = Entity(key=key, name=key)
+                ends.append(entity.key)
+            edge = (ends[0], labels.setdefault(relation, relation), ends[1], description)
             if edge not in seen:
                 seen[edge] = len(relationships)
-                relationships.append(Relationship(source, relation, target, description))
+                relationships.append(Relationship(*edge, NO_SOURCES))
     keys: dict[str, tuple[Path, int | None]] = {}
     offsets: list[int] = []
     for batch in batches:
@@ -168,7 +176,8 @@ def _attach_sources(graph: Graph, batches: list[readers.Batch], offsets: list[in
             target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
         for index, refs in batch.edge_sources.items():
             line, source, relation, target_key, description = batch.edges[index]
-            target = graph.relationships[edge_index[(source, relation, target_key, description)]].sources
+            relationship = graph.relationships[edge_index[(source, relation, target_key, description)]]
+            target = relationship.sources = list(relationship.sources)
             target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
-from kgr.embed import (ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, build_vector_index,
+from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, build_vector_index,
                        missing_parts, project_encoder, reusable_vectors, write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
-from kgr.graph import Entity, Graph, Passage, default_description
+from kgr.graph import Entity, Graph, Passage, Relationship, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ def run_ingest(
 def _read_and_store(project: Project, options: IngestOptions, action: str, held: list[HeldInput], part_fp: str,
                     started: float, progress: ProgressFactory | None) -> IngestReport:
     """The body of an ingest that runs: read and type the inputs, then embed and commit them (`store_graph`)."""
-    from kgr.ingest import fill_descriptions, link_passages, read_graph
+    from kgr.ingest import link_passages, read_graph
 
     parts = [*held, HeldInput(part_fp, options.files(), Path(options.schema).name if options.schema else "")]
     if action != "append":
@@ -262,22 +263,38 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
         columns=options.columns, delimiter=options.delimiter,
         base=held_graph(project) if action == "append" else None,
     )
-    fill_descriptions(graph)
-    links = link_passages(graph)
-    tables = graph_tables(graph, links)
+    tables = graph_columns(graph, link_passages(graph))
     coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
+    skipped_records, role_types = graph.skipped, len(graph.inferred_types)
+    # The graph's objects (one per entity and relationship) are dropped before the encoder loads and the vectors are
+    # written: from here the graph is its Arrow columns, and texts become Python strings a chunk at a time.
+    del graph
+    return_freed_memory()
     read_s = time.time() - started
-    skipped = {"skipped_records": len(graph.skipped)} if graph.skipped else None
+    skipped = {"skipped_records": len(skipped_records)} if skipped_records else None
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
               "files": [json.dumps(p.files) for p in parts], "schema": [p.schema for p in parts]}
-    typing = {"coarse_typed": len(coarse), "role_types": len(graph.inferred_types)} if coarse else {}
+    typing = {"coarse_typed": len(coarse), "role_types": role_types} if coarse else {}
     report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress,
                          counts_extra={**(skipped or {}), **typing}, extra_tables={INPUTS_TABLE: (inputs, {"part"})},
                          coarse_entities=coarse)
     report.seconds = {"read": round(read_s, 3), **report.seconds}
     report.counts.update({**(skipped or {}), **typing})
-    report.skipped_records = graph.skipped
+    report.skipped_records = skipped_records
     return report
+
+
+def return_freed_memory() -> None:
+    """Give the memory of freed objects back to the system where the C library allows it (glibc's `malloc_trim`): the
+    graph's objects are freed in pieces too small for `free` to return on its own, and the encoder's and LanceDB's
+    allocations that follow would otherwise come on top of them."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    if trim is not None:
+        trim(0)
 
 
 def ingest_engine(config, encoder: Encoder):
@@ -291,7 +308,7 @@ def ingest_engine(config, encoder: Encoder):
 
 def store_graph(
     project: Project,
-    tables: dict[str, dict[str, list]],
+    tables: Mapping[str, Mapping[str, Any]],
     *,
     started: float,
     input_fingerprint: str,
@@ -304,15 +321,18 @@ def store_graph(
 ) -> IngestReport:
     """Embed the graph tables into a new vectors generation, then commit tables and the ingest manifest row at once.
 
-    `tables` are `graph_tables(...)` columns. `extra_tables` maps a further table's name to (columns, the names of
-    its integer columns); it is written in the same transaction. Vectors are reused by text hash from `reuse_dirs`
-    (default: this project's other vector generations, complete or interrupted) and from the embedding checkpoint an
-    interrupted run left, which this run extends as it encodes and removes once it commits. `encoder` defaults to
-    the configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new
+    `tables` are `graph_columns(...)` (or `graph_tables(...)`) columns. `extra_tables` maps a further table's name to
+    (columns, the names of its integer columns); it is written in the same transaction. Vectors are reused by text
+    hash from `reuse_dirs` (default: this project's other vector generations, complete or interrupted) and from the
+    embedding checkpoint an interrupted run left, which this run extends as it encodes and removes once it commits.
+    Texts are read from the columns, encoded and written `embedding.chunk_rows` rows at a time. `encoder` defaults
+    to the configured embedding model; `counts_extra` is added to the manifest counts. Generations other than the new
     one are removed after the commit, so a killed run leaves the previous state current. The entities listed in
     `coarse_entities` are retyped by coarse kinds from their vectors (`retype_coarse`) before the tables are written.
     """
     embed_started = time.time()
+    tables = arrow_tables(tables)
+    chunk_rows = project.config.embedding.chunk_rows
     gen = project.new_generation(VECTORS_DIR)
     if encoder is None:
         encoder = project_encoder(project.config)
@@ -324,37 +344,39 @@ def store_graph(
     reuse.update(checkpoint.load())
     encoded = 0
     texts_of = {
-        "entities": tables["entities"]["text"],
-        "relationships": tables["relationships"]["description"],
-        "passages": [f"{t}. {x}" for t, x in zip(tables["passages"]["title"], tables["passages"]["text"])],
+        "entities": TextColumn(tables["entities"]["text"]),
+        "relationships": TextColumn(tables["relationships"]["description"]),
+        "passages": TextColumn(passage_texts(tables["passages"])),
     }
     engine = ingest_engine(project.config, encoder)
     # description-less relationships composed from their parts' vectors (the entity table's, written first) are
     # left out of the parts encoded
-    composed = ComposedVectors.pending(plain_relationships(tables)) \
+    composed = ComposedVectors.pending(plain_relationships(tables, chunk_rows)) \
         if project.config.embedding.compose_relationships else None
-    parts_of = {name: missing_parts(texts, reuse, engine.part_size, composed if name == "relationships" else None)
+    parts_of = {name: missing_parts(texts, reuse, engine.part_size, composed if name == "relationships" else None,
+                                    chunk_rows)
                 for name, texts in texts_of.items()}
-    # one stream of every table's parts: an engine that starts workers starts them once
-    stream = engine.encode_parts([[texts_of[name][i] for i in part] for name, parts in parts_of.items()
-                                  for part in parts])
+    # one stream of every table's parts (an engine that starts workers starts them once); a part's texts are read
+    # from the columns when the engine asks for them
+    stream = engine.encode_parts(PartTexts([(texts_of[name], part) for name, parts in parts_of.items()
+                                            for part in parts]))
     try:
         for name, texts in texts_of.items():
             if name == "relationships" and composed is not None:
                 composed = composed_relationships(tables, composed.rows, gen, encoder, reuse)
-            tick = progress(f"embedding {name}", len(texts)) if progress and texts else None
+            tick = progress(f"embedding {name}", len(texts)) if progress and len(texts) else None
             encoded += write_vector_table(gen, name, texts, encoder.dimension, reuse, parts_of[name], stream, tick,
-                                          checkpoint, composed if name == "relationships" else None)
+                                          checkpoint, composed if name == "relationships" else None, chunk_rows)
     finally:
         stream.close()  # an engine's workers stop here, also when a table fails
     if coarse_entities:
-        tables["entity_types"] = retype_coarse(tables, gen, encoder, coarse_entities)
+        tables["entity_types"] = arrow_columns(retype_coarse(tables, gen, encoder, coarse_entities))
     embed_s = time.time() - embed_started
     index_s = build_indexes(gen, tables, project.config.embedding.index_min_rows)
 
     write_started = time.time()
     counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
-    counts["types"] = len(set(tables["entity_types"]["type"]))
+    counts["types"] = len(tables["entity_types"]["type"].unique())
     if composed is not None:
         counts["composed_relationships"] = len(composed)
     # texts longer than the model's window: their vectors stand for their beginning only
@@ -388,6 +410,55 @@ def store_graph(
     )
 
 
+class TextColumn(SequenceABC):
+    """A string column read as a sequence of Python strings: a slice or a `take` makes only the strings asked for."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self.array))
+            if step != 1:
+                raise ValueError("a TextColumn slices with step 1 only")
+            return self.array.slice(start, max(stop - start, 0)).to_pylist()
+        return self.array[index].as_py()
+
+    def take(self, rows) -> list[str]:
+        """The strings of `rows` (ids), in that order."""
+        import pyarrow as pa
+
+        return self.array.take(pa.array(rows, type=pa.int64())).to_pylist()
+
+
+class PartTexts(SequenceABC):
+    """The texts of each part an engine encodes, made from their column when the part is asked for."""
+
+    def __init__(self, parts: Sequence[tuple[TextColumn, Sequence[int]]]):
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.parts)))]
+        column, rows = self.parts[index]
+        return column.take(rows)
+
+
+def passage_texts(passages: Mapping[str, Any]):
+    """The text embedded for each passage, "title. text", as an Arrow column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    title, text = arrow_column(passages["title"], False), arrow_column(passages["text"], False)
+    return pc.binary_join_element_wise(title, text, pa.scalar(". ", title.type))
+
+
 def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, list]], min_rows: int) -> float:
     """Give each vector table of at least `min_rows` rows (0: none) its ANN index; return the seconds spent."""
     sizes = {"entities": len(tables["entities"]["eid"]), "relationships": len(tables["relationships"]["rid"]),
@@ -396,13 +467,22 @@ def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, list]], min_rows:
     return sum(params["seconds"] for params in built)
 
 
-def plain_relationships(tables: Mapping[str, Mapping[str, list]]) -> list[int]:
+def plain_relationships(tables: Mapping[str, Mapping[str, Any]], chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
     """The ids of the relationships without a description of their own: their text is `default_description`'s."""
-    names = tables["entities"]["name"]
-    relationships = tables["relationships"]
-    return [rid for rid, (s, relation, d, text) in enumerate(zip(relationships["src"], relationships["relation"],
-                                                                  relationships["dst"], relationships["description"]))
-            if text == default_description(names[s], relation, names[d])]
+    import numpy as np
+
+    columns = arrow_tables({"entities": tables["entities"], "relationships": tables["relationships"]})
+    names, relationships = columns["entities"]["name"], columns["relationships"]
+    found = []
+    for start in range(0, len(relationships["rid"]), chunk_rows):
+        subjects, relations, objects, texts = (
+            names.take(relationships["src"].slice(start, chunk_rows)).to_pylist(),
+            relationships["relation"].slice(start, chunk_rows).to_pylist(),
+            names.take(relationships["dst"].slice(start, chunk_rows)).to_pylist(),
+            relationships["description"].slice(start, chunk_rows).to_pylist())
+        found.append(start + np.flatnonzero([text == default_description(s, r, d)
+                                             for s, r, d, text in zip(subjects, relations, objects, texts)]))
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Sequence[int] | np.ndarray, gen: Path,
@@ -417,17 +497,22 @@ def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Seque
     from kgr.embed import load_vectors, text_hash
     from kgr.graph import relation_words
 
-    names, entity_texts = tables["entities"]["name"], tables["entities"]["text"]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = arrow_tables(tables)
+    names, entity_texts = tables["entities"]["name"].to_pylist(), tables["entities"]["text"].to_pylist()
     relationships = tables["relationships"]
-    rows = [int(rid) for rid in rows]
-    if not rows:
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
         return ComposedVectors.pending([])
-    labels = list(dict.fromkeys(relationships["relation"][rid] for rid in rows))
-    label_of = {label: index for index, label in enumerate(labels)}
+    # labels numbered in order of first use (Arrow's dictionary encoding keeps it)
+    encoded_labels = pc.dictionary_encode(relationships["relation"].take(pa.array(rows)))
+    labels = encoded_labels.dictionary.to_pylist()
     words = [relation_words(label) for label in labels]
     src = np.asarray(relationships["src"], dtype=np.int64)[rows]
     dst = np.asarray(relationships["dst"], dtype=np.int64)[rows]
-    label = np.asarray([label_of[relationships["relation"][rid]] for rid in rows], dtype=np.int64)
+    label = np.asarray(encoded_labels.indices, dtype=np.int64)
     # parts: every entity's name (rows 0..n-1), then the distinct relation words
     part_vectors = np.concatenate([load_vectors(gen, "entities").astype(np.float16),
                                    encoder.encode(words).astype(np.float16)])
@@ -451,11 +536,12 @@ def names_with_several_types(tables: Mapping[str, Mapping[str, list]]) -> list[s
 
     Inputs that key entities by id may give one name to several of them; kgr keeps them apart, which is right for
     two people of one name and wrong for one entity typed twice, so an ingest reports them."""
+    tables = arrow_tables({"entities": tables["entities"], "entity_types": tables["entity_types"]})
     types: dict[int, list[str]] = {}
-    for eid, type_name in zip(tables["entity_types"]["eid"], tables["entity_types"]["type"]):
+    for eid, type_name in zip(tables["entity_types"]["eid"].to_pylist(), tables["entity_types"]["type"].to_pylist()):
         types.setdefault(eid, []).append(type_name)
     kinds: dict[str, set[tuple[str, ...]]] = {}
-    for eid, name in zip(tables["entities"]["eid"], tables["entities"]["name"]):
+    for eid, name in zip(tables["entities"]["eid"].to_pylist(), tables["entities"]["name"].to_pylist()):
         kinds.setdefault(" ".join(name.split()), set()).add(tuple(sorted(types.get(eid, ()))))
     return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(shared))})"
             for name, shared in kinds.items() if len(shared) > 1]
@@ -477,73 +563,115 @@ def retype_coarse(tables: dict[str, dict[str, list]], gen: Path, encoder: Encode
     from kgr.embed import load_vectors
     from kgr.ingest.types import COARSE_KINDS, coarse_kinds
 
+    tables = arrow_tables(tables)
     relationships = tables["relationships"]
     kinds = coarse_kinds(
-        tables["entities"]["name"], load_vectors(gen, "entities"),
+        tables["entities"]["name"].to_pylist(), load_vectors(gen, "entities"),
         np.asarray(relationships["src"], dtype=np.int64), np.asarray(relationships["dst"], dtype=np.int64),
         load_vectors(gen, "relationships"), np.asarray(encoder.encode(list(COARSE_KINDS.values())), dtype=np.float32),
     )
     retyped = set(eids)
-    kept = [(e, t) for e, t in zip(tables["entity_types"]["eid"], tables["entity_types"]["type"]) if e not in retyped]
+    kept = [(e, t) for e, t in zip(tables["entity_types"]["eid"].to_pylist(), tables["entity_types"]["type"].to_pylist())
+            if e not in retyped]
     rows = sorted(kept + [(e, kinds[e]) for e in eids], key=lambda row: row[0])
     return {"eid": [e for e, _ in rows], "type": [t for _, t in rows]}
 
 
-def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
-    """Column lists for every graph table, with dense integer ids."""
+def graph_columns(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+    """Arrow columns for every graph table, with dense integer ids; a relationship without a description gets
+    `default_description`'s sentence.
+
+    Each column is made as a list and turned into an Arrow array at once, so beside the graph only one column at a
+    time is held as Python objects."""
+    import numpy as np
+
     eid = {key: index for index, key in enumerate(graph.entities)}
     entities = list(graph.entities.values())
+    relationships = graph.relationships
+
+    def ids(count: int):
+        return arrow_column(np.arange(count, dtype=np.int32), integer=True)
+
+    def ints(values: Iterable[int]):
+        return arrow_column(list(values), integer=True)
+
+    def strings(values: Iterable[str]):
+        return arrow_column(list(values), integer=False)
+
+    def described(r: Relationship) -> str:
+        return r.description or default_description(graph.entities[r.source].name, r.relation,
+                                                    graph.entities[r.target].name)
+
     return {
         "entities": {
-            "eid": list(range(len(entities))),
-            "key": [e.key for e in entities],
-            "name": [e.name for e in entities],
-            "description": [e.description for e in entities],
-            "text": [entity_text(e.name, e.description) for e in entities],
+            "eid": ids(len(entities)), "key": strings(e.key for e in entities),
+            "name": strings(e.name for e in entities), "description": strings(e.description for e in entities),
+            "text": strings(entity_text(e.name, e.description) for e in entities),
         },
         "entity_types": {
-            "eid": [eid[e.key] for e in entities for _ in e.types],
-            "type": [t for e in entities for t in e.types],
+            "eid": ints(eid[e.key] for e in entities for _ in e.types),
+            "type": strings(t for e in entities for t in e.types),
         },
         "relationships": {
-            "rid": list(range(len(graph.relationships))),
-            "src": [eid[r.source] for r in graph.relationships],
-            "dst": [eid[r.target] for r in graph.relationships],
-            "relation": [r.relation for r in graph.relationships],
-            "description": [r.description for r in graph.relationships],
+            "rid": ids(len(relationships)), "src": ints(eid[r.source] for r in relationships),
+            "dst": ints(eid[r.target] for r in relationships), "relation": strings(r.relation for r in relationships),
+            "description": strings(described(r) for r in relationships),
         },
         "passages": {
-            "pid": list(range(len(graph.passages))),
-            "key": [p.key for p in graph.passages],
-            "title": [p.title for p in graph.passages],
-            "text": [p.text for p in graph.passages],
+            "pid": ids(len(graph.passages)), "key": strings(p.key for p in graph.passages),
+            "title": strings(p.title for p in graph.passages), "text": strings(p.text for p in graph.passages),
         },
-        "entity_passages": {
-            "eid": [eid[key] for key, _ in links],
-            "pid": [pid for _, pid in links],
-        },
+        "entity_passages": {"eid": ints(eid[key] for key, _ in links), "pid": ints(pid for _, pid in links)},
         # Provenance: the passages each relationship and entity was extracted from.
         "relationship_passages": {
-            "rid": [rid for rid, r in enumerate(graph.relationships) for _ in r.sources],
-            "pid": [pid for r in graph.relationships for pid in r.sources],
+            "rid": ints(rid for rid, r in enumerate(relationships) for _ in r.sources),
+            "pid": ints(pid for r in relationships for pid in r.sources),
         },
         "entity_source_passages": {
-            "eid": [eid[e.key] for e in entities for _ in e.sources],
-            "pid": [pid for e in entities for pid in e.sources],
+            "eid": ints(eid[e.key] for e in entities for _ in e.sources),
+            "pid": ints(pid for e in entities for pid in e.sources),
         },
     }
+
+
+def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
+    """Column lists for every graph table (`graph_columns` as Python lists)."""
+    return {name: {column: values.to_pylist() for column, values in columns.items()}
+            for name, columns in graph_columns(graph, links).items()}
 
 
 # The integer columns of the graph tables; every other column is a string.
 GRAPH_INT_COLUMNS = frozenset({"eid", "rid", "pid", "src", "dst"})
 
 
-def write_table(db, name: str, columns: Mapping[str, list], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> None:
-    """Create or replace a DuckDB table from column lists: `int_columns` as INTEGER, the rest as VARCHAR."""
+def arrow_column(values, integer: bool):
+    """One column as an Arrow array: INTEGER columns int32, the rest strings (64-bit offsets: a column of long texts
+    may pass 2 GiB); an Arrow array is kept as it is."""
     import pyarrow as pa
 
-    arrow = pa.table({column: pa.array(values, type=pa.int32() if column in int_columns else pa.string())
-                      for column, values in columns.items()})
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    return pa.array(values, type=pa.int32() if integer else pa.large_string())
+
+
+def arrow_columns(columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> dict[str, Any]:
+    """A table's columns (lists or Arrow arrays) as Arrow arrays (`arrow_column`)."""
+    return {name: arrow_column(values, name in int_columns) for name, values in columns.items()}
+
+
+def arrow_tables(tables: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Graph tables (`graph_columns` or `graph_tables`) as Arrow columns."""
+    return {name: arrow_columns(columns) for name, columns in tables.items()}
+
+
+def write_table(db, name: str, columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> None:
+    """Create or replace a DuckDB table from columns (lists or Arrow arrays) in one bulk Arrow insert: `int_columns`
+    as INTEGER, the rest as VARCHAR."""
+    import pyarrow as pa
+
+    arrow = pa.table(arrow_columns(columns, int_columns))
     db.register("_incoming", arrow)
     try:
         db.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
