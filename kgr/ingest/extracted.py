@@ -70,7 +70,7 @@ def read_openie(path: Path, text: str) -> Batch:
                 continue
             subject, relation, obj = (part.strip() for part in triple)
             batch.edge_sources[len(batch.edges)] = [local]
-            batch.edges.append((line, subject, relation, obj, ""))
+            batch.add_edge(line, subject, relation, obj, "")
             named += [subject, obj]
         for name in dict.fromkeys(named):
             batch.entity_sources[len(batch.entities)] = [local]
@@ -206,5 +206,5 @@ def read_graphrag(folder: Path) -> Batch:
         found = sources(row, path, n)
         if found:
             batch.edge_sources[len(batch.edges)] = found
-        batch.edges.append((n, source, LIGHTRAG_RELATION, target, _text(row, "description", path, n)))
+        batch.add_edge(n, source, LIGHTRAG_RELATION, target, _text(row, "description", path, n))
     return batch

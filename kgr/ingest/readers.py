@@ -44,6 +44,14 @@ class Batch:
     entity_sources: dict[int, list[SourceRef]] = field(default_factory=dict)
     # Records left out as malformed, each "file:line: what was wrong" (reported, not fatal).
     skipped: list[str] = field(default_factory=list)
+    # One string object per distinct key and label among the edges (`add_edge`), not one per line.
+    _strings: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def add_edge(self, line: int | None, source: str, relation: str, target: str, description: str) -> None:
+        """Append an edge; its keys and label share the string objects of earlier edges that named them."""
+        strings = self._strings
+        self.edges.append((line, strings.setdefault(source, source), strings.setdefault(relation, relation),
+                           strings.setdefault(target, target), description))
 
 
 def read_text(path: Path) -> str:
@@ -76,8 +84,8 @@ def require_records(batch: Batch, line: int, what: str) -> Batch:
 
 def read_triples(path: Path, text: str, delimiter: str = "|") -> Batch:
     """Read header-less `subject|relation|object` lines (MetaQA's kb.txt); names are the entity keys."""
-    edges: list[Edge] = []
-    append = edges.append
+    batch = Batch(path)
+    append = batch.add_edge
     for number, line in enumerate(text.split("\n"), 1):
         parts = line.split(delimiter)
         if len(parts) != 3:
@@ -88,8 +96,8 @@ def read_triples(path: Path, text: str, delimiter: str = "|") -> Batch:
         subject, relation, obj = parts[0].strip(), parts[1].strip(), parts[2].strip()
         if not (subject and relation and obj):
             raise InputError(path, "empty subject, relation or object", number)
-        append((number, subject, relation, obj, ""))
-    return Batch(path, edges=edges)
+        append(number, subject, relation, obj, "")
+    return batch
 
 
 def _check_columns(path: Path, columns: dict[str, str] | None) -> dict[str, str]:
@@ -231,7 +239,7 @@ def _add_record(batch: Batch, kind: str, record: dict, path: Path, line: int | N
     if not (source and relation and target):
         raise InputError(path, f"empty or missing {ends[0]}, relation or {ends[1]}", line)
     description = _scalar(record.get("description"), "description", path, line)
-    batch.edges.append((line, source, relation, target, description))
+    batch.add_edge(line, source, relation, target, description)
 
 
 def _rename(record: dict, columns: dict[str, str]) -> dict:
@@ -406,8 +414,8 @@ def _add_lightrag_item(batch: Batch, section: str, item: dict, path: Path, line:
         batch.entities.append((line, Entity(key=name, name=name, types=types, description=description)))
     elif section == "relationships":
         keywords = _scalar(item.get("keywords"), "keywords", path, line)
-        batch.edges.append((line, _scalar(item["src_id"], "src_id", path, line), keywords or LIGHTRAG_RELATION,
-                            _scalar(item["tgt_id"], "tgt_id", path, line), description))
+        batch.add_edge(line, _scalar(item["src_id"], "src_id", path, line), keywords or LIGHTRAG_RELATION,
+                       _scalar(item["tgt_id"], "tgt_id", path, line), description)
     else:
         # Several chunks may share a source_id, so the chunk's position makes the key unique.
         source = _scalar(item.get("source_id"), "source_id", path, line)
