@@ -836,11 +836,11 @@ def made_by(meta: Mapping, model: str, kind: str) -> bool:
     return meta.get("model") == model and meta.get("backend", "torch") == kind
 
 
-def load_vectors(directory: Path, name: str) -> np.ndarray:
-    """A table's vectors as a float32 matrix whose row i is id i."""
+def load_vectors(directory: Path, name: str, dtype=np.float32) -> np.ndarray:
+    """A table's vectors as a matrix whose row i is id i: float32, or `dtype` (float16 is the stored precision)."""
     with store_errors(directory, f"read table {name}"):
         table = _connect(directory).open_table(name).to_arrow()
-    vectors = _vectors_of(table).astype(np.float32)
+    vectors = _vectors_of(table).astype(dtype)
     ids = table.column("id").to_numpy()
     if len(ids) and not np.array_equal(ids, np.arange(len(ids))):
         ordered = np.empty_like(vectors)

@@ -52,6 +52,29 @@ class MentionMatch:
                 f" it anchors nothing")
 
 
+class HalfVectors:
+    """A float16 matrix read as the float32 one: rows are gathered, then cast (exactly: every float16 value is a
+    float32 value), so what is computed from them (`rows @ question`, `questions @ rows.T`) is what the float32
+    matrix's rows give, bit for bit."""
+
+    def __init__(self, matrix: np.ndarray):
+        self.matrix = matrix
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.matrix.shape
+
+    def __len__(self) -> int:
+        return len(self.matrix)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return np.ascontiguousarray(self.matrix[rows], dtype=np.float32)
+
+    def __matmul__(self, other: np.ndarray) -> np.ndarray:
+        """The whole matrix times `other`, as the float32 matrix gives it (a float32 copy for the call)."""
+        return self.matrix.astype(np.float32) @ other
+
+
 # The GraphStore attribute holding each vector table as a matrix.
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
@@ -104,15 +127,23 @@ class GraphStore:
 
     @cached_property
     def entity_vectors(self) -> np.ndarray:
-        return load_vectors(self.vectors_dir, "entities")
+        return self._matrix("entities")
 
     @cached_property
     def relationship_vectors(self) -> np.ndarray:
-        return load_vectors(self.vectors_dir, "relationships")
+        return self._matrix("relationships")
 
     @cached_property
     def passage_vectors(self) -> np.ndarray:
-        return load_vectors(self.vectors_dir, "passages")
+        return self._matrix("passages")
+
+    def _matrix(self, table: str) -> np.ndarray | HalfVectors:
+        """A vector table as a float32 matrix, or as `HalfVectors` (float16 as stored: half the memory) when the table
+        has an ANN index: searches of a whole indexed table go through the index (`nearest`), and its matrix serves
+        the rows of neighbourhoods."""
+        if self._vector_index(table) is None:
+            return load_vectors(self.vectors_dir, table)
+        return HalfVectors(load_vectors(self.vectors_dir, table, np.float16))
 
     def nearest(self, table: str, vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ids of the k rows of a vector table ("entities", "relationships", "passages") most like `vector`, best

@@ -83,3 +83,26 @@ def test_ingest_indexes_only_the_tables_at_or_above_the_threshold(tmp_path):
         report = store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
         assert not list(Path(project.artifact("ingest", "vectors")).glob("*.index.json"))
     assert "index" not in report.seconds
+
+
+def test_an_indexed_table_is_held_as_float16_and_its_rows_give_the_float32_products(tmp_path):
+    from kgr.store import GraphStore, HalfVectors
+
+    Project.init(tmp_path / "p", {"embedding.index_min_rows": 500})
+    with Project.open(tmp_path / "p", write=True) as project:
+        store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
+    with Project.open(tmp_path / "p") as project:
+        store = GraphStore(project, encoder=HashEncoder())
+        exact = load_vectors(store.vectors_dir, "relationships")  # float32, as a table without an index is held
+        held = store.relationship_vectors
+        assert isinstance(held, HalfVectors) and held.matrix.dtype == np.float16 and held.shape == exact.shape
+        assert isinstance(store.entity_vectors, np.ndarray) and store.entity_vectors.dtype == np.float32
+    rng = np.random.default_rng(0)
+    question, questions = HashEncoder().encode(["q"])[0], HashEncoder().encode(["a", "b", "c"])
+    for count in (1, 17, 100, 500):
+        rows = rng.choice(500, count, replace=False)
+        assert held[rows].dtype == np.float32 and np.array_equal(held[rows], exact[rows])
+        assert np.array_equal(held[rows] @ question, exact[rows] @ question)
+        assert np.array_equal(questions @ held[rows].T, questions @ exact[rows].T)
+        assert np.array_equal(held[int(rows[0])] @ question, exact[int(rows[0])] @ question)
+    assert np.array_equal(held @ question, exact @ question)
