@@ -269,7 +269,6 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     # The graph's objects (one per entity and relationship) are dropped before the encoder loads and the vectors are
     # written: from here the graph is its Arrow columns, and texts become Python strings a chunk at a time.
     del graph
-    return_freed_memory()
     read_s = time.time() - started
     skipped = {"skipped_records": len(skipped_records)} if skipped_records else None
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
@@ -282,19 +281,6 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     report.counts.update({**(skipped or {}), **typing})
     report.skipped_records = skipped_records
     return report
-
-
-def return_freed_memory() -> None:
-    """Give the memory of freed objects back to the system where the C library allows it (glibc's `malloc_trim`): the
-    graph's objects are freed in pieces too small for `free` to return on its own, and the encoder's and LanceDB's
-    allocations that follow would otherwise come on top of them."""
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
-    if trim is not None:
-        trim(0)
 
 
 def ingest_engine(config, encoder: Encoder):
