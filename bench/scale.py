@@ -38,7 +38,7 @@ after ingest, after reach, and at the end. Retrieval: `kgr retrieve --questions`
 (offline backbone) with `--out`, then `kgr eval` over the runs: recall per hop split and overall, p50 / p95 of the
 records' `latency_ms` (model loading excluded), and p50 / VSS p50. Each (scale, texts, seed) row in `scale.json`
 replaces the earlier one of the same key; `scale.md` and the PNG plots (matplotlib, when installed) are redrawn
-from all rows.
+from all rows. `--max-ingest-rss MIB` makes the ingest's peak RSS a check: exit 2 when a measured ingest passed it.
 
 **Slices and extrapolation.** Before ingesting, the ingest time is projected from the last measured row of the same
 text mode at a smaller scale (encoder seconds per token encoded, the rest per entity + relationship). When the
@@ -1166,6 +1166,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="passed to kgr ingest and retrieve (repeatable)")
     parser.add_argument("--generate-only", action="store_true", help="write the graph files and stop")
     parser.add_argument("--report", action="store_true", help="only redraw scale.md and the plots from scale.json")
+    parser.add_argument("--max-ingest-rss", type=float, default=None, metavar="MIB",
+                        help="exit 2 (after writing the row) when a measured ingest's peak RSS passes MIB: a memory "
+                             "bound checked on a run, not in the unit tests")
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     scales = [float(s) for s in args.scale.split(",") if s.strip()]
@@ -1183,6 +1186,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report(args.out, rows, log)
         return 0
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    over = []
     for scale in scales:
         for texts in modes:
             if args.generate_only:
@@ -1196,7 +1200,12 @@ def main(argv: list[str] | None = None) -> int:
             row["command"] = command.strip()
             rows = [r for r in rows if r["key"] != row["key"]] + [row]
             write_report(args.out, rows, log)
-    return 0
+            rss = row["stages"]["ingest"]["peak_rss_mib"]
+            if args.max_ingest_rss is not None and rss > args.max_ingest_rss:
+                over.append(f"{row['key']}: ingest peak RSS {rss:,.0f} MiB > {args.max_ingest_rss:,.0f} MiB")
+    for message in over:
+        print(f"error: {message}", file=sys.stderr)
+    return 2 if over else 0
 
 
 if __name__ == "__main__":
