@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
-from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache, build_vector_index,
-                       missing_parts, project_encoder, reusable_vectors, write_meta, write_vector_table)
+from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache,
+                       build_vector_index, missing_parts, project_encoder, reusable_vectors, write_meta,
+                       write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
 from kgr.graph import Entity, Graph, Passage, Relationship, default_description
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
@@ -445,7 +446,7 @@ def passage_texts(passages: Mapping[str, Any]):
     return pc.binary_join_element_wise(title, text, pa.scalar(". ", title.type))
 
 
-def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, list]], min_rows: int) -> float:
+def build_indexes(gen: Path, tables: Mapping[str, Mapping[str, Any]], min_rows: int) -> float:
     """Give each vector table of at least `min_rows` rows (0: none) its ANN index; return the seconds spent."""
     sizes = {"entities": len(tables["entities"]["eid"]), "relationships": len(tables["relationships"]["rid"]),
              "passages": len(tables["passages"]["pid"])}
@@ -471,7 +472,7 @@ def plain_relationships(tables: Mapping[str, Mapping[str, Any]], chunk_rows: int
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Sequence[int] | np.ndarray, gen: Path,
+def composed_relationships(tables: Mapping[str, Mapping[str, Any]], rows: Sequence[int] | np.ndarray, gen: Path,
                            encoder: Encoder, reuse: Mapping[str, np.ndarray]) -> ComposedVectors:
     """The vectors of the relationships `rows` (`plain_relationships`), composed from the vectors of their subject's
     name, relation words and object's name.
@@ -479,12 +480,11 @@ def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Seque
     Entity vectors are read from `gen` (written just before) where an entity's text is its name; other names (of
     described entities) and the relation words are encoded, once per distinct string."""
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from kgr.embed import load_vectors, text_hash
     from kgr.graph import relation_words
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     tables = arrow_tables(tables)
     names, entity_texts = tables["entities"]["name"].to_pylist(), tables["entities"]["text"].to_pylist()
@@ -517,14 +517,15 @@ def composed_relationships(tables: Mapping[str, Mapping[str, list]], rows: Seque
     return ComposedVectors(np.asarray(rows), parts, part_vectors, np.maximum(weights, 1))
 
 
-def names_with_several_types(tables: Mapping[str, Mapping[str, list]]) -> list[str]:
+def names_with_several_types(tables: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The names (whitespace collapsed) that entities of different types share, each "'name' (types / types)".
 
     Inputs that key entities by id may give one name to several of them; kgr keeps them apart, which is right for
     two people of one name and wrong for one entity typed twice, so an ingest reports them."""
     tables = arrow_tables({"entities": tables["entities"], "entity_types": tables["entity_types"]})
     types: dict[int, list[str]] = {}
-    for eid, type_name in zip(tables["entity_types"]["eid"].to_pylist(), tables["entity_types"]["type"].to_pylist()):
+    typed = tables["entity_types"]
+    for eid, type_name in zip(typed["eid"].to_pylist(), typed["type"].to_pylist()):
         types.setdefault(eid, []).append(type_name)
     kinds: dict[str, set[tuple[str, ...]]] = {}
     for eid, name in zip(tables["entities"]["eid"].to_pylist(), tables["entities"]["name"].to_pylist()):
@@ -541,7 +542,7 @@ def coarse_typed_entities(graph: Graph, max_inferred: int) -> list[int]:
     return [eid for eid, entity in enumerate(graph.entities.values()) if set(entity.types) <= inferred]
 
 
-def retype_coarse(tables: dict[str, dict[str, list]], gen: Path, encoder: Encoder,
+def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: Encoder,
                   eids: Sequence[int]) -> dict[str, list]:
     """The entity_types columns with `eids` given one coarse kind each, from the vectors just written to `gen`."""
     import numpy as np
@@ -557,8 +558,8 @@ def retype_coarse(tables: dict[str, dict[str, list]], gen: Path, encoder: Encode
         load_vectors(gen, "relationships"), np.asarray(encoder.encode(list(COARSE_KINDS.values())), dtype=np.float32),
     )
     retyped = set(eids)
-    kept = [(e, t) for e, t in zip(tables["entity_types"]["eid"].to_pylist(), tables["entity_types"]["type"].to_pylist())
-            if e not in retyped]
+    types = tables["entity_types"]
+    kept = [(e, t) for e, t in zip(types["eid"].to_pylist(), types["type"].to_pylist()) if e not in retyped]
     rows = sorted(kept + [(e, kinds[e]) for e in eids], key=lambda row: row[0])
     return {"eid": [e for e, _ in rows], "type": [t for _, t in rows]}
 
