@@ -560,9 +560,9 @@ def reusable_vectors(directories: Sequence[Path], model: str, kind: str = "torch
     (`Encoder.vectors_kind`)."""
     found: dict[str, np.ndarray] = {}
     for directory in directories:
-        if not made_by(read_meta(directory), model, kind):
-            continue
         try:
+            if not made_by(read_meta(directory), model, kind):  # an unreadable meta (an old kill) is no reuse
+                continue
             db = _connect(directory)
             for name in db.list_tables().tables:
                 table = db.open_table(name).to_arrow()

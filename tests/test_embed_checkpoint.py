@@ -166,3 +166,15 @@ def test_an_interrupt_inside_a_chunk_resumes_to_what_an_uninterrupted_run_stores
     assert resumed_rows == clean_rows
     for name in clean_vectors:
         assert np.array_equal(resumed_vectors[name], clean_vectors[name])
+
+
+def test_a_generation_killed_while_its_meta_was_written_is_skipped_not_an_error(tmp_path):
+    from kgr.embed import META_FILE, reusable_vectors, write_meta
+
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    killed.mkdir()
+    whole.mkdir()
+    (killed / META_FILE).write_text("")  # created, not yet written: what a kill inside a plain write_text leaves
+    write_meta(whole, "stand-in", 16)
+    assert sorted(p.name for p in whole.iterdir()) == [META_FILE]  # renamed into place: no temporary file left
+    assert reusable_vectors([killed, whole], "stand-in") == {}
