@@ -94,7 +94,7 @@ def test_the_backend_is_part_of_the_ingest_settings_and_torch_leaves_old_project
             fingerprints[backend, quantize] = project.config_fingerprint("ingest")
             if backend == "torch":
                 before = {name: {k: v for k, v in project.config.section(name).items()
-                                 if k not in ("threads", "precision", "engine", "compose_relationships",
+                                 if k not in ("threads", "precision", "engine", "chunk_rows", "compose_relationships",
                                               "index_min_rows", "backend", "quantize")}
                           for name in ("embedding", "types")}
                 assert fingerprints[backend, quantize] == fingerprint(before)
