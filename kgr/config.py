@@ -568,6 +568,23 @@ def load_config(
     return config
 
 
+def pinned_settings(project_dir: str | Path) -> dict[str, tuple[Any, Any]]:
+    """The settings a project's kgr.toml sets away from this kgr version's defaults, each as (its value, the default):
+    a kgr.toml lists every setting with the default of the day it was written, so a later version's defaults reach
+    the project only where the file is edited (`kgr status` shows them)."""
+    path = Path(project_dir) / CONFIG_FILE
+    if not path.exists():
+        return {}
+    configured, defaults = load_config(project_dir, environ={}), Config()
+    pinned = {}
+    for dotted in _flatten(tomllib.loads(path.read_text(encoding="utf-8"))):
+        section, _, key = dotted.partition(".")
+        value, default = getattr(getattr(configured, section), key), getattr(getattr(defaults, section), key)
+        if value != default:
+            pinned[dotted] = (value, default)
+    return pinned
+
+
 def render_toml(config: Config) -> str:
     """The config as a commented TOML file, every tunable listed."""
     import tomli_w

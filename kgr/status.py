@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from kgr.config import pinned_settings
 from kgr.project import Project
 
 
@@ -13,6 +15,10 @@ def project_status(project: Project) -> dict[str, Any]:
                               "disk_bytes": project.disk_usage()}
     if project.last_run("ingest") is None and (resume := project.started_ingest_command()):
         report["interrupted_ingest"] = resume  # the command that resumes it
+    pinned = pinned_settings(project.root)
+    if pinned:  # what kgr.toml holds other than this version's defaults: often the defaults of an older version
+        report["pinned_settings"] = {dotted: {"value": value, "default": default}
+                                     for dotted, (value, default) in pinned.items()}
     if not project.db_path.exists():
         return report
     for run in project.runs():
@@ -140,3 +146,7 @@ def render_status(report: dict[str, Any], console) -> None:
                 table.add_row(escape(name), f"{count:,}")
             console.print(table)
     console.print("on disk: " + ", ".join(f"{k} {_size(v)}" for k, v in report["disk_bytes"].items()))
+    if report.get("pinned_settings"):
+        console.print("kgr.toml sets, unlike this version's defaults: " + ", ".join(
+            f"{escape(dotted)} = {escape(json.dumps(item['value']))} (default {escape(json.dumps(item['default']))})"
+            for dotted, item in report["pinned_settings"].items()))

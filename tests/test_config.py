@@ -248,3 +248,20 @@ def test_cli_bad_value_in_kgr_toml_names_the_file(tmp_path, run_kgr):
     result = run_kgr("status", root)
     assert result.exit_code == ExitStatus.BAD_INPUT
     assert f"{root / CONFIG_FILE}:2: reach.max_hops: 'many' is not a valid int" in result.stderr
+
+
+def test_pinned_settings_are_the_files_values_away_from_this_versions_defaults(tmp_path, run_kgr):
+    from kgr.config import pinned_settings
+
+    root = tmp_path / "p"
+    Project.init(root)
+    assert pinned_settings(root) == {}  # a new kgr.toml lists every default: nothing pinned away from them
+    write_toml(root, {"dotrag": {"fill": 0}, "offline": {"confident_similarity": 0.6}})
+    assert pinned_settings(root) == {"dotrag.fill": (0, Config().dotrag.fill),
+                                     "offline.confident_similarity": (0.6, Config().offline.confident_similarity)}
+    assert pinned_settings(tmp_path / "nowhere") == {}
+    # `kgr status` says so, in its table and its JSON (an older version's defaults are kept this way)
+    shown = " ".join(run_kgr("status", root, env={"COLUMNS": "200"}).stdout.split())
+    assert f"kgr.toml sets, unlike this version's defaults: dotrag.fill = 0 (default {Config().dotrag.fill})" in shown
+    report = json.loads(run_kgr("status", root, "--json").stdout)
+    assert report["pinned_settings"]["dotrag.fill"] == {"value": 0, "default": Config().dotrag.fill}
