@@ -31,7 +31,8 @@ def require_ray():
 class EncoderActor:
     """One Ray Data actor: loads the model once, then encodes whole parts, one per call."""
 
-    # `[embedding]` settings (model, batch_size, threads, precision, backend, quantize), set on the subclass `with_settings` makes
+    # `[embedding]` settings (model, batch_size, threads, precision, backend, quantize), set on the subclass
+    # `with_settings` makes
     settings: tuple = ()
 
     def __init__(self):

@@ -75,8 +75,8 @@ class HalfVectors:
         return self.matrix.astype(np.float32) @ other
 
 
-# The GraphStore attribute holding each vector table as a matrix.
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
+# The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache,
-                       build_vector_index, missing_parts, project_encoder, reusable_vectors, write_meta,
-                       write_vector_table)
+                       build_vector_index, load_vectors, missing_parts, project_encoder, reusable_vectors, text_hash,
+                       write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
-from kgr.graph import Entity, Graph, Passage, Relationship, default_description
+from kgr.graph import Entity, Graph, Passage, Relationship, default_description, relation_words
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -483,9 +483,6 @@ def composed_relationships(tables: Mapping[str, Mapping[str, Any]], rows: Sequen
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from kgr.embed import load_vectors, text_hash
-    from kgr.graph import relation_words
-
     tables = arrow_tables(tables)
     names, entity_texts = tables["entities"]["name"].to_pylist(), tables["entities"]["text"].to_pylist()
     relationships = tables["relationships"]
@@ -547,7 +544,6 @@ def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: E
     """The entity_types columns with `eids` given one coarse kind each, from the vectors just written to `gen`."""
     import numpy as np
 
-    from kgr.embed import load_vectors
     from kgr.ingest.types import COARSE_KINDS, coarse_kinds
 
     tables = arrow_tables(tables)
