@@ -247,6 +247,11 @@ class OfflineConfig:
     # mean recall 0.863 -> 0.872, no set lower (2Wiki 0.77 -> 0.87, dev-hospital 0.77 -> 0.84), mean F1 0.691 -> 0.644;
     # 0.75 / 0.8: recall 0.885 / 0.889 but F1 on WC2014 1-hop 0.50 / 0.31 (VSS 0.16). (0.55: MetaQA 1-hop 0.989 -> 0.943)
     confident_similarity: float = ranged(0.7, -1.0, 1.0)
+    # ... and DotRAG hedges too when the best chain explains the word nearest the mention (which names the walk's first
+    # step) less well than this: the walk would start from a guess ("which packages require [X]": "require" is 0.16
+    # from `depends_on`; "[X]'s mother": "mother" 0.33 from `child_of`). Dev suite mean recall 0.907 -> 0.918, no set
+    # lower (dev-packages 0.793 -> 0.925), mean F1 0.668 -> 0.649; 0.3 / 0.35 / 0.45 did less (decisions.md); 0 = off
+    nearest_explained: float = ranged(0.4, 0.0, 1.0)
     # a word said again ("[X]'s father's father") is explained by a further step of the chain only if it fits that
     # step this well (cosine); else the repeat earns nothing
     repeat_similarity: float = ranged(0.6, -1.0, 1.0)

@@ -151,7 +151,8 @@ def test_the_alternatives_a_question_offers_are_its_candidate_answers(dotrag, te
     """The answer is one of the anchors: they lead the entities, and each is searched on its own, not conjoined."""
     record = ask(dotrag(), text)
     assert record.entities[:2] == ["Dark Harbor", "Golden Hour"]
-    assert record.trace["plan"]["alternatives"] and {p["entities"][0] for p in record.paths} == set(record.anchors)
+    assert record.trace["plan"]["alternatives"] and "conjunction" not in record.trace
+    assert {t["anchor"] for t in record.trace["trajectories"]} == set(record.anchors)
     assert {"Clint Ranger", "Ada Helm"} <= set(record.entities)
 
 

@@ -359,6 +359,20 @@ def test_confident_only_when_a_question_word_names_a_reachable_relation_or_type(
     assert policy().confident("q", "[Dark Harbor]", movie, MOVIE_OPTIONS)  # nothing to be unsure about
 
 
+def test_unsure_when_the_best_chain_leaves_the_word_nearest_the_mention_unexplained():
+    movie = anchor("Dark Harbor", "movie")
+    # "language" names a reachable type, but "mumbled", next to the mention and so naming the first step, fits no step
+    # of the best chain: the walk would start from a guess
+    assert not policy().confident("q", "which language is [Dark Harbor] mumbled in", movie, MOVIE_OPTIONS)
+    # a word naming the answer's kind names no step of its own: nothing else asked, nothing unexplained
+    assert policy().confident("q", "which language is [Dark Harbor] in", movie, MOVIE_OPTIONS)
+    # the nearest word explained, a farther one not: the first step is read from the question
+    assert policy().confident("q", "who mumbling directed [Dark Harbor]", movie, MOVIE_OPTIONS)
+    assert not policy().confident("q", "who directed mumbling [Dark Harbor]", movie, MOVIE_OPTIONS)
+    off = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(nearest_explained=0.0))
+    assert off.confident("q", "which language is [Dark Harbor] mumbled in", movie, MOVIE_OPTIONS)
+
+
 def test_typicality_prefers_the_dominant_type_of_a_relation():
     # A writer who also directs makes `directed_by` reach the type `writer` too; the words "directed by" cannot
     # tell the two apart, the counts can.

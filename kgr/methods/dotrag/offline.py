@@ -46,7 +46,8 @@ members say what it holds where its name cannot (a schema-less `located_in:objec
 types whose members' mean entity vector is within `answer_type_margin` of its best match, if every other type trails
 by `answer_type_clarity` (`GraphStore.type_centroids`), and a chain ending in such a type earns `answer_type`.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
-question word names a reachable step at all (else DotRAG hedges over several trajectories).
+question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
+DotRAG hedges over several trajectories).
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.dotrag.chain_cache and change no score.
@@ -184,10 +185,11 @@ class OfflinePolicy(Policy):
         return ids, scores, owner, best
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
-        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach.
+        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach, and
+        the best chain explains the word nearest the mention (`explains_nearest`).
 
-        Without such a word ("describe [X] in a few words") the ranking is a guess, and DotRAG hedges by
-        following several trajectories instead of one.
+        Without them ("describe [X] in a few words"; "which packages require [X]" on a graph saying `depends_on`) the
+        ranking is a guess, and DotRAG hedges by following several trajectories instead of one.
         """
         steps = {(r, o.type) for o in options for r in o.relations}
         scorer = self._scorer(question, anchor)
@@ -195,7 +197,24 @@ class OfflinePolicy(Policy):
             rows, _ = scorer.tails(option.type, self.max_hops - 1)
             steps |= {self._steps.steps[i] for i in np.unique(rows[rows >= 0]).tolist()}
         best = scorer.best_match(sorted(steps))
-        return best is None or best >= self.settings.confident_similarity
+        if best is not None and best < self.settings.confident_similarity:
+            return False
+        return self.explains_nearest(question, anchor, options)
+
+    def explains_nearest(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
+        """Whether the best chain explains a question word nearest the mention (not one naming the answer's kind) at
+        least `nearest_explained`: that word names the walk's first step (as `nearest_cost` assumes), so when no step
+        of the chain fits it, the chain is a reading of the other words only."""
+        reading = self._scorer(question, anchor).reading
+        kinds = set(reading.answer_words)
+        asked = [i for i in range(len(reading.words)) if i not in kinds]
+        if not options or not asked or self.settings.nearest_explained <= 0:
+            return True
+        ids, scores, _, _ = self._option_scores(question, anchor, options)
+        row = ids[int(np.argmax(scores))]
+        sims = self._scorer(question, anchor).similarities([self._steps.steps[s] for s in row[row >= 0].tolist()])
+        nearest = min(reading.words[i][1] for i in asked)
+        return any(sims[i].max() >= self.settings.nearest_explained for i in asked if reading.words[i][1] == nearest)
 
     def review(self, qid: str, question: str, anchor: AnchorOption, walk: list[HopSummary],
                options: list[TrajectoryOption], max_hops: int) -> Step:

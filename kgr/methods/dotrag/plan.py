@@ -20,7 +20,8 @@ from kgr.errors import KgrError
 # 5: the offline policy follows near-tied first-hop trajectories, reads an inferred type as its own relation only and
 #    "the film [X]" as naming a wordless anchor
 # 6: the offline policy's answer_type term (the words naming the answer's kind against the last type's members)
-PLAN_VERSION = 6
+# 7: the offline policy hedges when its best chain leaves the word nearest the mention unexplained (nearest_explained)
+PLAN_VERSION = 7
 
 
 @dataclass(frozen=True)
