@@ -109,6 +109,20 @@ ARTICLE_NOUN_MENTION = re.compile(r"\b(?:the|a|an)\s+([\w-]+)\s+\[", re.IGNORECA
 INTERROGATIVE = re.compile(r"\b(what|which|who|whom|whose|when|where|why|how)\b(?:\s+([\w-]+))?", re.IGNORECASE)
 
 
+# A possessed noun: after a possessive ("[X]'s grandparents", "the members' packages") or before "of" ("the
+# grandchildren of [X]"): English names a relation from its owner this way.
+POSSESSED = re.compile(r"(?:'s?|s')\]?\s+([\w-]+)|([\w-]+)\s+of\b", re.IGNORECASE)
+
+
+def possessed_words(question: str) -> set[str]:
+    """The lower-cased words of the question's possessed nouns (`POSSESSED`), a hyphenated one's parts each."""
+    found = set()
+    for match in POSSESSED.finditer(question):
+        word = (match.group(1) or match.group(2)).lower()
+        found.update(part for part in word.split("-") if part)
+    return found - FUNCTION_WORDS
+
+
 def answer_kind_words(question: str) -> set[str]:
     """The word saying what kind of thing the answer is, lowercased: the noun the question's "which"/"what" asks about
     ("which country", "what year") or its kind question word ("who", "when", "where"). Only the first wh-word asks:

@@ -142,3 +142,18 @@ def test_bounded_spans():
 ])
 def test_answer_kind_words(question, words):
     assert lexicon.answer_kind_words(question) == words
+
+
+@pytest.mark.parametrize("question, words", [
+    ("Who are [Ravi Harrowgate]'s grandparents?", {"grandparents"}),
+    ("List the grandchildren of [Edmund Harrowgate].", {"grandchildren"}),
+    ("Who were [Ravi]'s great-grandfathers?", {"great", "grandfathers"}),
+    ("Who is Clare Harrowgate's sister's husband?", {"sister", "husband"}),
+    ("which packages do Cobalt Systems' members maintain", {"members"}),
+    # no possessive and no "of": nothing is possessed
+    ("which professional football team do players from [X] play for", set()),
+    # a function word before "of" is none ("some of [X]'s films": films only)
+    ("which are some of [X]'s films", {"films"}),
+])
+def test_possessed_words(question, words):
+    assert lexicon.possessed_words(question) == words

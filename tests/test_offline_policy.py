@@ -271,6 +271,21 @@ def test_review_at_max_hops_only_chooses_a_depth():
     assert step == Stop([1])  # the walk went past the question: the shallower depth explains it
 
 
+def test_a_possessed_noun_no_step_explains_walks_one_more_hop_and_keeps_the_stop_first():
+    # "grandfather" fits no label (here: shares no word with any): English names one relation per possessed noun, so
+    # the walk goes one hop further than its best stop, and keeps that stop, ranked first
+    pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
+    walk = [hop(1, "father", "person")]
+    step = pol.review("q", "who is [Ada]'s grandfather", ADA, walk, FAMILY_OPTIONS, 3)
+    assert isinstance(step, Continue) and step.speculative and step.keep == [1]
+    walk.append(hop(2, "father", "person"))  # one noun, one more hop: then it stops with both depths
+    assert pol.review("q", "who is [Ada]'s grandfather", ADA, walk, FAMILY_OPTIONS, 3) == Stop([1, 2])
+    # a possessed noun a step explains asks for nothing more; the rule off, the walk stops where the score says
+    assert pol.review("q", "who is [Ada]'s father", ADA, walk[:1], FAMILY_OPTIONS, 3) == Stop([1])
+    off = OfflinePolicy(bow_embed, FAMILY, max_hops=3, settings=OfflineConfig(possessed_explained=0.0))
+    assert off.review("q", "who is [Ada]'s grandfather", ADA, walk[:1], FAMILY_OPTIONS, 3) == Stop([1])
+
+
 def test_words_are_embedded_once_across_decisions():
     embed = CountingEmbed()
     pol = policy(embed)

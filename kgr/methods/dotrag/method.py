@@ -455,6 +455,7 @@ class DotRAG:
         branches: list[tuple[str, str, Any]] = [(pair.type, pair.query, None)]
         preferred: list[int] = []
         also_depths: list[int] = []  # depths a near-tied Stop would have kept
+        first_depths: list[int] = []  # depths a Stop the policy preferred would have kept (a speculative Continue)
         for depth in range(1, settings.max_hops + 1):
             picked = []
             self._vectors([hop_query for _, hop_query, _ in branches])
@@ -486,10 +487,11 @@ class DotRAG:
             if isinstance(step, Continue):
                 branches = [(options[i].type, q, option_edges[i]) for i, q in [(step.option, step.query), *step.also]
                             if 0 <= i < len(options)]
-                also_depths += step.keep
+                (first_depths if step.speculative else also_depths).extend(step.keep)
                 continue
             preferred = [d for d in step.depths if 0 < d < len(layers)]
             break
+        preferred = list(dict.fromkeys([d for d in first_depths if 0 < d < len(layers)] + preferred))
         preferred += [d for d in also_depths if 0 < d < len(layers) and d not in preferred]
         if not preferred and walk:
             preferred = [len(walk)]

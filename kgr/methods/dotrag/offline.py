@@ -47,7 +47,9 @@ types whose members' mean entity vector is within `answer_type_margin` of its be
 by `answer_type_clarity` (`GraphStore.type_centroids`), and a chain ending in such a type earns `answer_type`.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
-DotRAG hedges over several trajectories).
+DotRAG hedges over several trajectories). A review that would stop walks on, one hop per possessed noun ("[X]'s
+grandparents") the chain up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps
+the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of it.
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.dotrag.chain_cache and change no score.
@@ -65,7 +67,7 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS, answer_kind_words, hyphenated_words)
+                         OFFLINE_STOP_WORDS, answer_kind_words, hyphenated_words, possessed_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -248,7 +250,26 @@ class OfflinePolicy(Policy):
                         also[other] = step_query(other_relation, options[other].type)
                 keep = [best_stop + 1] if margin > 0 and abs(go_score - stop_score) < margin else []
                 return Continue(index, step_query(relation, options[index].type), list(also.items()), keep)
-        return Stop([best_stop + 1])
+        # recall first: each possessed noun the chain up to the stop leaves unexplained may name one more hop ("[X]'s
+        # grandparents" stops after one `child_of`, 0.35 from "grandparents"): the walk goes on, as many hops as there
+        # are such nouns, along the continuation that fits them best, and keeps the stop, ranked first, and each depth
+        unexplained = self._unexplained_possessed(scorer, done[:best_stop + 1])
+        walked_on = list(range(best_stop + 1, len(done) + 1))  # the stop, then the depths walked beyond it
+        if goes and len(walked_on) - 1 < len(unexplained):
+            candidates = list(dict.fromkeys(moves))
+            fits = scorer.similarities([(relation, options[index].type) for index, relation in candidates])
+            index, relation = candidates[int(np.argmax(fits[unexplained].max(axis=0)))]
+            return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
+        return Stop(walked_on if unexplained else [best_stop + 1])
+
+    def _unexplained_possessed(self, scorer: "ChainScorer", chain: Chain) -> list[int]:
+        """The places of the question's possessed nouns ("[X]'s grandparents") that fit no step of `chain` at
+        `possessed_explained`: English names one relation per possessed noun, so each may name a hop still to walk."""
+        floor, possessed = self.settings.possessed_explained, scorer.reading.possessed
+        if floor <= 0 or not possessed or not chain:
+            return []
+        fits = scorer.similarities(list(chain))[possessed].max(axis=1)
+        return [i for i, fit in zip(possessed, fits.tolist()) if fit < floor]
 
     def _option_chains(self, options: list[TrajectoryOption], prefix: list[int], from_types: list[str], depth: int,
                        scorer: ChainScorer) -> list[tuple[list[str], tuple[np.ndarray, np.ndarray]]]:
@@ -355,10 +376,11 @@ class OfflinePolicy(Policy):
         # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the
         # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
         repeated = [] if sharing else _repeated_words(words)
-        kinds = answer_kind_words(question)
+        kinds, owned = answer_kind_words(question), possessed_words(question)
         answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
+        possessed = [i for i, (w, _) in enumerate(words) if w in owned and w not in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
-                       agent_relation, answer_words)
+                       agent_relation, answer_words, possessed)
 
     # -- reading the question and the schema -------------------------------------------------------------------
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
@@ -478,6 +500,7 @@ class Reading:
     role_relation: str | None  # the way out the anchor's role names ("the director [X]": directed_by)
     agent_relation: str | None  # the way out the anchor's agency names ("the films acted by [X]": starred_actors)
     answer_words: list[int]  # the places of the words naming the answer's kind ("which country", "when")
+    possessed: list[int]  # the places of possessed nouns ("[X]'s grandparents", "the grandchildren of [X]")
 
 
 @dataclass

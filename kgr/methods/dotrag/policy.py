@@ -50,6 +50,8 @@ class Continue:
     query: str
     also: list[tuple[int, str]] = field(default_factory=list)  # near-tied options searched too: (index, query)
     keep: list[int] = field(default_factory=list)  # depths walked so far that stay answers (a near-tied Stop)
+    # the continuation is a hedge the policy ranks below stopping: the kept depths rank before the deeper ones
+    speculative: bool = False
 
 
 @dataclass
