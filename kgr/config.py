@@ -252,11 +252,11 @@ class OfflineConfig:
     # from `depends_on`; "[X]'s mother": "mother" 0.33 from `child_of`). Dev suite mean recall 0.907 -> 0.918, no set
     # lower (dev-packages 0.793 -> 0.925), mean F1 0.668 -> 0.649; 0.3 / 0.35 / 0.45 did less (decisions.md); 0 = off
     nearest_explained: float = ranged(0.4, 0.0, 1.0)
-    # a walk that would stop goes on one more hop along its best continuation (keeping the stop, ranked first) when the
-    # walk explains a possessed noun ("[X]'s grandparents", "the grandchildren of [X]") less well than this: English
-    # names one relation per possessed noun, and kinship words are far from their labels ("grandparents" 0.35 from
-    # `child_of`). Dev suite mean recall 0.918 -> 0.922, no set lower (dev-genealogy 0.776 -> 0.872), F1 0.649 ->
-    # 0.643; the best continuation by the chain score instead of by fit to the noun walked to birthplaces; 0 = off
+    # a walk that would stop goes on one more hop per possessed noun ("[X]'s grandparents", "the grandchildren of [X]")
+    # it explains less well than this, along the continuation that fits the noun best (keeping the stop, ranked
+    # first): English names one relation per possessed noun, and kinship words are far from their labels
+    # ("grandparents" 0.35 from `child_of`). Dev suite mean recall 0.918 -> 0.922, no set lower (dev-genealogy 0.776
+    # -> 0.872), F1 0.649 -> 0.643; the best continuation by chain score walked to birthplaces instead; 0 = off
     possessed_explained: float = ranged(0.4, 0.0, 1.0)
     # a word said again ("[X]'s father's father") is explained by a further step of the chain only if it fits that
     # step this well (cosine); else the repeat earns nothing

@@ -207,14 +207,15 @@ class OfflinePolicy(Policy):
         """Whether the best chain explains a question word nearest the mention (not one naming the answer's kind) at
         least `nearest_explained`: that word names the walk's first step (as `nearest_cost` assumes), so when no step
         of the chain fits it, the chain is a reading of the other words only."""
-        reading = self._scorer(question, anchor).reading
+        scorer = self._scorer(question, anchor)
+        reading = scorer.reading
         kinds = set(reading.answer_words)
         asked = [i for i in range(len(reading.words)) if i not in kinds]
         if not options or not asked or self.settings.nearest_explained <= 0:
             return True
         ids, scores, _, _ = self._option_scores(question, anchor, options)
         row = ids[int(np.argmax(scores))]
-        sims = self._scorer(question, anchor).similarities([self._steps.steps[s] for s in row[row >= 0].tolist()])
+        sims = scorer.similarities([self._steps.steps[s] for s in row[row >= 0].tolist()])
         nearest = min(reading.words[i][1] for i in asked)
         return any(sims[i].max() >= self.settings.nearest_explained for i in asked if reading.words[i][1] == nearest)
 

@@ -21,8 +21,7 @@ from kgr.errors import KgrError
 #    "the film [X]" as naming a wordless anchor
 # 6: the offline policy's answer_type term (the words naming the answer's kind against the last type's members)
 # 7: the offline policy hedges when its best chain leaves the word nearest the mention unexplained (nearest_explained)
-# 8: ... and walks one more hop per possessed noun its chain leaves unexplained (possessed_explained)
-PLAN_VERSION = 8
+PLAN_VERSION = 7
 
 
 @dataclass(frozen=True)
