@@ -497,7 +497,7 @@ def composed_relationships(tables: Mapping[str, Mapping[str, Any]], rows: Sequen
     dst = np.asarray(relationships["dst"], dtype=np.int64)[rows]
     label = np.asarray(encoded_labels.indices, dtype=np.int64)
     # parts: every entity's name (rows 0..n-1), then the distinct relation words
-    part_vectors = np.concatenate([load_vectors(gen, "entities").astype(np.float16),
+    part_vectors = np.concatenate([load_vectors(gen, "entities", np.float16),
                                    encoder.encode(words).astype(np.float16)])
     used = np.unique(np.concatenate([src, dst]))
     renamed = [int(e) for e in used if entity_texts[e] != names[e]]
