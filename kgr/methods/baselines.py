@@ -46,7 +46,7 @@ Hits = Union[np.ndarray, tuple[np.ndarray, np.ndarray]]
 
 
 class _Baseline:
-    """Shared ranking, packing and record building; subclasses supply the two score vectors."""
+    """Shared ranking, packing and record building; subclasses supply the entities' and relationships' `Hits`."""
 
     name: ClassVar[str] = ""
     needs_reach: ClassVar[bool] = False

@@ -140,6 +140,7 @@ class OfflinePolicy(Policy):
         self._vectors: dict[str, np.ndarray] = {}
         self._graph_texts: frozenset[str] = frozenset()  # the texts `warm` encoded: kept across questions
         self._crowded: tuple | None = None
+        self._last_option_scores: tuple | None = None  # (scorer, options, result) of the last `_option_scores`
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
@@ -178,12 +179,17 @@ class OfflinePolicy(Policy):
         """Every chain leaving the anchor through the options (step-id rows), its score, its option, and per option
         its best chain's score."""
         scorer = self._scorer(question, anchor)
+        key = tuple((o.type, tuple(o.relations)) for o in options)
+        last = self._last_option_scores  # ranking, confidence and near ties ask for the same chains in turn
+        if last is not None and last[0] is scorer and last[1] == key:
+            return last[2]
         blocks = [block for _, block in self._option_chains(options, [], anchor.types, self.max_hops - 1, scorer)]
         ids, lengths = stacked(blocks)
         scores = scorer.rows(ids, lengths)
         owner = np.repeat(np.arange(len(options)), [len(block_lengths) for _, block_lengths in blocks])
         best = np.full(len(options), -np.inf)
         np.maximum.at(best, owner, scores)
+        self._last_option_scores = (scorer, key, (ids, scores, owner, best))
         return ids, scores, owner, best
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
