@@ -115,12 +115,27 @@ POSSESSED = re.compile(r"(?:'s?|s')\]?\s+([\w-]+)|([\w-]+)\s+of\b", re.IGNORECAS
 
 
 def possessed_words(question: str) -> set[str]:
-    """The lower-cased words of the question's possessed nouns (`POSSESSED`), a hyphenated one's parts each."""
+    """The lower-cased words of the question's possessed nouns (`POSSESSED`), a hyphenated one's parts each (a
+    generational noun's kin noun: "grandparents" -> "parents", `generations`)."""
     found = set()
     for match in POSSESSED.finditer(question):
-        word = (match.group(1) or match.group(2)).lower()
-        found.update(part for part in word.split("-") if part)
+        for word in generations((match.group(1) or match.group(2)).lower()):
+            found.update(part for part in word.split("-") if part)
     return found - FUNCTION_WORDS
+
+
+# English counts generations with prefixes: a grandparent is a parent's parent, a great-grandchild a child's child's
+# child. The kin nouns they combine with, singular and plural.
+GENERATIONAL = re.compile(r"^((?:great-)*)grand(parents?|child|children|fathers?|mothers?|sons?|daughters?)$")
+
+
+def generations(word: str) -> list[str]:
+    """A generational kin noun as the kin nouns it chains ("grandparents" -> parents, parents; "great-grandson" -> son
+    three times), any other word as itself: English names one relation per generation."""
+    match = GENERATIONAL.match(word)
+    if match is None:
+        return [word]
+    return [match.group(2)] * (2 + match.group(1).count("great-"))
 
 
 def answer_kind_words(question: str) -> set[str]:

@@ -145,9 +145,11 @@ def test_answer_kind_words(question, words):
 
 
 @pytest.mark.parametrize("question, words", [
-    ("Who are [Ravi Harrowgate]'s grandparents?", {"grandparents"}),
-    ("List the grandchildren of [Edmund Harrowgate].", {"grandchildren"}),
-    ("Who were [Ravi]'s great-grandfathers?", {"great", "grandfathers"}),
+    # a generational noun is its kin noun (`generations`)
+    ("Who are [Ravi Harrowgate]'s grandparents?", {"parents"}),
+    ("List the grandchildren of [Edmund Harrowgate].", {"children"}),
+    ("Who were [Ravi]'s great-grandfathers?", {"fathers"}),
+    ("Who were [Ravi]'s great-uncles?", {"great", "uncles"}),
     ("Who is Clare Harrowgate's sister's husband?", {"sister", "husband"}),
     ("which packages do Cobalt Systems' members maintain", {"members"}),
     # no possessive and no "of": nothing is possessed
@@ -157,3 +159,18 @@ def test_answer_kind_words(question, words):
 ])
 def test_possessed_words(question, words):
     assert lexicon.possessed_words(question) == words
+
+
+@pytest.mark.parametrize("word, nouns", [
+    ("grandparents", ["parents", "parents"]),
+    ("grandchild", ["child", "child"]),
+    ("great-grandson", ["son", "son", "son"]),
+    ("great-great-grandmothers", ["mothers"] * 4),
+    # only kin nouns take the prefix: other words stay as they are
+    ("grandstand", ["grandstand"]),
+    ("grandmaster", ["grandmaster"]),
+    ("great-uncle", ["great-uncle"]),
+    ("parents", ["parents"]),
+])
+def test_generations_chain_a_kin_noun_once_per_generation(word, nouns):
+    assert lexicon.generations(word) == nouns

@@ -272,18 +272,18 @@ def test_review_at_max_hops_only_chooses_a_depth():
 
 
 def test_a_possessed_noun_no_step_explains_walks_one_more_hop_and_keeps_the_stop_first():
-    # "grandfather" fits no label (here: shares no word with any): English names one relation per possessed noun, so
+    # "forebear" fits no label (here: shares no word with any): English names one relation per possessed noun, so
     # the walk goes one hop further than its best stop, and keeps that stop, ranked first
     pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
     walk = [hop(1, "father", "person")]
-    step = pol.review("q", "who is [Ada]'s grandfather", ADA, walk, FAMILY_OPTIONS, 3)
+    step = pol.review("q", "who is [Ada]'s forebear", ADA, walk, FAMILY_OPTIONS, 3)
     assert isinstance(step, Continue) and step.speculative and step.keep == [1]
     walk.append(hop(2, "father", "person"))  # one noun, one more hop: then it stops with both depths
-    assert pol.review("q", "who is [Ada]'s grandfather", ADA, walk, FAMILY_OPTIONS, 3) == Stop([1, 2])
+    assert pol.review("q", "who is [Ada]'s forebear", ADA, walk, FAMILY_OPTIONS, 3) == Stop([1, 2])
     # a possessed noun a step explains asks for nothing more; the rule off, the walk stops where the score says
     assert pol.review("q", "who is [Ada]'s father", ADA, walk[:1], FAMILY_OPTIONS, 3) == Stop([1])
     off = OfflinePolicy(bow_embed, FAMILY, max_hops=3, settings=OfflineConfig(possessed_explained=0.0))
-    assert off.review("q", "who is [Ada]'s grandfather", ADA, walk[:1], FAMILY_OPTIONS, 3) == Stop([1])
+    assert off.review("q", "who is [Ada]'s forebear", ADA, walk[:1], FAMILY_OPTIONS, 3) == Stop([1])
 
 
 def test_words_are_embedded_once_across_decisions():
@@ -306,6 +306,9 @@ ADA = anchor("Ada", "person")
     ("who is the father of the father of [Ada]", 2),
     ("who is [Ada]'s father", 1),
     ("who is the father of [Ada]'s father's father", 3),
+    # a generational noun names its kin relation once per generation
+    ("who is [Ada]'s grandfather", 2),
+    ("who is [Ada]'s great-grandfather", 3),
 ])
 def test_a_word_said_twice_is_explained_by_two_steps(question, depth):
     pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3)
@@ -327,6 +330,16 @@ def test_words_to_expect_are_the_content_words_outside_the_mentions_not_yet_enco
     assert pol.words_to_expect(question) == []
     # without brackets every content word is expected: the names found later are among them
     assert pol.words_to_expect("where was Ada Varga born") == ["ada", "born", "varga", "where"]
+
+
+def test_a_repeated_word_takes_the_same_step_again_however_little_it_fits():
+    # "father" fits a `father` step at 0.71 here, below a repeat_similarity of 1.0: the step walked again still
+    # explains the second "father" ("grandparents" is two `child of` steps, 0.45 from "parents")
+    pol = OfflinePolicy(bow_embed, FAMILY, max_hops=3, settings=OfflineConfig(repeat_similarity=1.0))
+    scorer = pol._scorer("who is [Ada]'s father's father", ADA)
+    one, two, spouse = scorer([(("father", "person"),), (("father", "person"), ("father", "person")),
+                               (("father", "person"), ("spouse", "person"))])
+    assert two > one > spouse
 
 
 def test_a_repeated_word_no_second_step_fits_gives_no_second_credit():

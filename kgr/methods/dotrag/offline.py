@@ -49,7 +49,10 @@ The best chain decides the trajectory ranking, each continuation and where to st
 question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
 DotRAG hedges over several trajectories). A review that would stop walks on, one hop per possessed noun ("[X]'s
 grandparents") the chain up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps
-the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of it.
+the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of it. It names one
+per generation too: a generational noun is read as its kin noun said once per generation ("grandparents": parents,
+parents; `lexicon.generations`), and a word said again is explained by the same step walked again however little it
+is like it ("parents" is 0.45 from `child of`).
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.dotrag.chain_cache and change no score.
@@ -67,7 +70,8 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS, answer_kind_words, hyphenated_words, possessed_words)
+                         OFFLINE_STOP_WORDS, answer_kind_words, generations, hyphenated_words,
+                         possessed_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -99,7 +103,7 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
         if word.startswith("co-") and len(word) > 3:
             words.append((CO_PREFIX, distance))
             word = word[3:]
-        for part in word.split("-"):
+        for part in (part for noun in generations(word) for part in noun.split("-")):
             if part and part not in OFFLINE_STOP_WORDS:
                 words.append((part, distance))
     return words
@@ -688,7 +692,7 @@ class ChainScorer:
             sims = step_sims[:, index]  # words x chains x steps
             best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
             for repeats in reading.repeated:
-                _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.repeat_similarity)
+                _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.repeat_similarity, ids)
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
@@ -795,16 +799,18 @@ def _repeated_words(words: list[tuple[str, float]]) -> list[list[int]]:
 
 
 def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, credit: np.ndarray,
-                    fits: float) -> None:
+                    fits: float, ids: np.ndarray) -> None:
     """A word said k times is explained by k different steps ("[X]'s father's father" is two `father` steps): the
     first time by its best step, as any word, each further time by the next-best step of the chain if that step also
-    fits the word by `fits`, else by none (no credit, no step owned). The steps it takes are given to its
+    fits the word by `fits` or is the best step taken again (`ids`: chains x steps; "[X]'s grandparents" is two
+    `child_of` steps between people, however little "parents" is like "child of"), else by none (no credit, no step
+    owned). The steps it takes are given to its
     occurrences in sentence order, the one nearest the mention taking the step nearest the anchor (in place,
     on `best_step` and `credit`, words x chains; `sims` is the word's chains x steps)."""
     chains, length = sims.shape
     order = np.argsort(-sims, axis=1, kind="stable")[:, :len(group)]
     ranked = np.take_along_axis(sims, order, axis=1)
-    taken = ranked >= fits
+    taken = (ranked >= fits) | (np.take_along_axis(ids, order, axis=1) == ids[np.arange(chains), order[:, 0]][:, None])
     taken[:, 0] = True
     positions = np.sort(np.where(taken, order, length), axis=1)  # taken steps first, in chain order
     rows = np.arange(chains)

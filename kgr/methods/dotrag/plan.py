@@ -21,7 +21,8 @@ from kgr.errors import KgrError
 #    "the film [X]" as naming a wordless anchor
 # 6: the offline policy's answer_type term (the words naming the answer's kind against the last type's members)
 # 7: the offline policy hedges when its best chain leaves the word nearest the mention unexplained (nearest_explained)
-PLAN_VERSION = 7
+# 8: the offline policy reads a generational noun as its kin noun once per generation ("grandparents")
+PLAN_VERSION = 8
 
 
 @dataclass(frozen=True)
