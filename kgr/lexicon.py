@@ -112,6 +112,8 @@ INTERROGATIVE = re.compile(r"\b(what|which|who|whom|whose|when|where|why|how)\b(
 # A possessed noun: after a possessive ("[X]'s grandparents", "the members' packages") or before "of" ("the
 # grandchildren of [X]"): English names a relation from its owner this way.
 POSSESSED = re.compile(r"(?:'s?|s')\]?\s+([\w-]+)|([\w-]+)\s+of\b", re.IGNORECASE)
+# One link of a possessive chain, right after its owner ("'s mother", "' members").
+POSSESSIVE_NOUN = re.compile(r"(?:'s|')\s+([\w-]+)", re.IGNORECASE)
 
 
 def possessed_words(question: str) -> set[str]:
@@ -119,9 +121,21 @@ def possessed_words(question: str) -> set[str]:
     generational noun's kin noun: "grandparents" -> "parents", `generations`)."""
     found = set()
     for match in POSSESSED.finditer(question):
-        for word in generations((match.group(1) or match.group(2)).lower()):
-            found.update(part for part in word.split("-") if part)
+        for noun in generations((match.group(1) or match.group(2)).lower()):
+            found.update(part for part in noun.split("-") if part)
     return found - FUNCTION_WORDS
+
+
+def possessive_chain(question: str, end: int) -> list[tuple[str, str]]:
+    """The nouns of the possessive chain starting at character `end` (a mention's end: "[X]'s mother's father"),
+    in order, each as (the word written, a kin noun it chains): "'s grandparents" -> ("grandparents", "parents")
+    twice (`generations`). English names one relation per noun of such a chain, the first nearest the owner."""
+    chain = []
+    while (match := POSSESSIVE_NOUN.match(question, end)) and match.group(1).lower() not in FUNCTION_WORDS:
+        word = match.group(1).lower()
+        chain += [(word, noun) for noun in generations(word)]
+        end = match.end()
+    return chain
 
 
 # English counts generations with prefixes: a grandparent is a parent's parent, a great-grandchild a child's child's

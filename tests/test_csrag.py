@@ -434,6 +434,31 @@ def test_relations_missing_around_the_anchor_are_planned_in_the_order_the_graph_
     assert plan.reason.count("from the vocabulary") == 2
 
 
+@pytest.fixture(scope="module")
+def kin(tmp_path_factory):
+    """Three generations under a `child_of` relation nobody asks for by name, with birthplaces and jobs."""
+    yield from graph_context(tmp_path_factory.mktemp("kin"), [
+        ("Tove Lund", "child_of", "Nils Lund"), ("Tove Lund", "child_of", "Mira Sol"),
+        ("Nils Lund", "child_of", "Otto Lund"), ("Nils Lund", "child_of", "Ruth Lund"),
+        ("Mira Sol", "child_of", "Paul Sol"),
+        ("Tove Lund", "born_in", "Malmo"), ("Nils Lund", "born_in", "Lund"), ("Mira Sol", "born_in", "Oslo"),
+        ("Otto Lund", "born_in", "Ystad"), ("Tove Lund", "occupation", "baker"), ("Mira Sol", "occupation", "pilot"),
+        ("Nils Lund", "occupation", "teacher"), ("Otto Lund", "occupation", "miller")])
+
+
+@pytest.mark.parametrize("question, relations", [
+    # one hop per noun of the possessive chain, one per generation of a generational noun, whatever the noun's
+    # cosine to `child of`; the residual picks the rest
+    ("Who are [Tove Lund]'s grandparents?", ["child of", "child of"]),
+    ("In which town was [Tove Lund]'s mother born?", ["child of", "born in"]),
+    ("What did [Tove Lund]'s grandfather do for a living?", ["child of", "child of", "occupation"]),
+])
+def test_each_noun_of_a_possessive_chain_is_a_hop(kin, question, relations):
+    plan = plan_question(kin, query(question))
+    assert [k.relation for k in plan.constraints] == relations
+    assert "for 'grand" in plan.reason or "for 'mother'" in plan.reason
+
+
 def test_the_planner_reads_its_tunables_from_the_config(family):
     # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
     import copy

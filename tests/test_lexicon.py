@@ -161,6 +161,18 @@ def test_possessed_words(question, words):
     assert lexicon.possessed_words(question) == words
 
 
+@pytest.mark.parametrize("question, owner, chain", [
+    ("Who is [Clare]'s sister's husband?", "[Clare]", [("sister", "sister"), ("husband", "husband")]),
+    ("Who are [Ravi]'s grandparents?", "[Ravi]", [("grandparents", "parents")] * 2),
+    ("which packages do Cobalt Systems' members maintain", "Cobalt Systems", [("members", "members")]),
+    # the chain ends where the possessives do; "of" phrases are no part of it
+    ("Where was [Ravi]'s mother born?", "[Ravi]", [("mother", "mother")]),
+    ("Who is the father of [Ravi]?", "[Ravi]", []),
+])
+def test_possessive_chain(question, owner, chain):
+    assert lexicon.possessive_chain(question, question.index(owner) + len(owner)) == chain
+
+
 @pytest.mark.parametrize("word, nouns", [
     ("grandparents", ["parents", "parents"]),
     ("grandchild", ["child", "child"]),

@@ -35,6 +35,11 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    words, the one word closest to it ("husband" for spouse, "paternal" for father), so a further hop must match a
    part of the question the earlier ones did not explain; once no content word is left, the chain ends. At most
    `csrag.max_hops` hops.
+   Each noun of the possessive chain after a mention ("[X]'s sister's husband") names one hop, in order, once per
+   generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`):
+   such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
+   fitting the residual, and the hop rule does not cut it. English names one relation per such noun, however little
+   the encoder makes of it ("grandparents" is 0.29 from `born in` as a residual, 0.45 from `child of` as a noun).
    A mention's span includes a parenthesis right after it ("Sigrid of Sweden (1566-1633)"): it names the anchor,
    it does not ask for a date.
 """
@@ -50,7 +55,7 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import MENTION, PARENTHESIS, WORD, content_tokens, tokens, whole_word
+from kgr.lexicon import MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, tokens, whole_word
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
@@ -60,8 +65,8 @@ if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
-# 5: plans carry warnings, anchors below anchors.min_similarity are unmatched
-PLAN_VERSION = 5
+# 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun
+PLAN_VERSION = 6
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -231,6 +236,15 @@ def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return " ".join(" ".join(parts).split())
 
 
+def _mention_end(question: str, mention: str) -> int:
+    """Where the mention ends in the question (its bracketed form first), -1 if it is not written there."""
+    at = question.find(f"[{mention}]")
+    if at >= 0:
+        return at + len(mention) + 2
+    at = question.casefold().find(mention.casefold())
+    return at + len(mention) if at >= 0 else -1
+
+
 def _hop_floor(hop: int, first_score: float | np.ndarray, settings: "CsragConfig") -> float | np.ndarray:
     """The hop rule: the least score hop `hop` >= 2 may have, given hop 1's score (scalar or array)."""
     return np.maximum(settings.hop_floor, first_score - settings.hop_margin / (hop - 1))
@@ -338,7 +352,10 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)
     hops_trace = []
     # the residual and its words (for the labels they name) in one encoder call
-    question_words = sorted(content_tokens(residual)) if mentions and len(label_vectors) else []
+    chains = {mention: possessive_chain(query.text, end) if (end := _mention_end(query.text, mention)) >= 0 else []
+              for mention in mentions}
+    owned_nouns = {noun for chain in chains.values() for _, noun in chain}
+    question_words = sorted(content_tokens(residual) | owned_nouns) if mentions and len(label_vectors) else []
     first_text = residual or query.plain
     word_vectors = index.word_vectors(question_words, first_text, vectors) if mentions else {}
     word_label_cosines: dict[str, np.ndarray] = {}  # a question word's cosines to every label, computed once
@@ -357,6 +374,9 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         walked_labels: list[int] = []
         arrived = (True, False)  # the walk reached the tails / the heads of the previous hop's edges
         remaining = residual
+        # each noun of the mention's possessive chain names a hop, in order ("[X]'s grandparents": two parent hops)
+        owned = [item for item in chains[mention] if item[1] in word_vectors]
+        last_noun = None  # the possessed noun the last hop was for
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         for hop in range(1, max_hops + 1):
             if hop > 1 and question_words and not content_tokens(remaining):
@@ -384,9 +404,16 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                                                  for label in likely)
                                if content_tokens(text))
             vector = vectors([remaining or query.plain])[0]
-            everywhere = label_vectors @ vector if len(label_vectors) else np.zeros(0)
+            everywhere = question_fit = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             if labels.size == 0 and vocabulary.size == 0:
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
+            possessed = None
+            while owned and possessed is None:
+                word, noun = owned.pop(0)
+                fits = label_vectors @ word_vectors[noun]
+                # a noun no label here or onward fits ("the name of [X]") names no hop
+                if fits[np.concatenate([labels, vocabulary])].max() >= settings.hop_floor:
+                    possessed, everywhere = word, fits
             source = "graph"
             if vocabulary.size and (labels.size == 0
                                     or everywhere[vocabulary].max() >= everywhere[labels].max() + margin):
@@ -406,10 +433,14 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
                                           named, word_of, settings)
             order = np.lexsort((labels, -rank))
+            if possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
+                # a generation more walks the kin relation again ("grandmother": a parent's parent)
+                order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
+                                        order[labels[order] != walked_labels[-1]]])
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
-                               "score": round(score, 4), "from": source})
-            if hop > 1 and score < _hop_floor(hop, first_score, settings):
+                               "score": round(score, 4), "from": source, "noun": possessed})
+            if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings):
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
@@ -429,12 +460,16 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 arrived = (True, False)
             frontier, head = targets, variable
             walked_labels.append(best)
-            first_score = score if first_score is None else first_score
-            remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best],
-                                   settings.hop_floor)
+            # the hop rule weighs further hops against how well the question, not a noun, asks for the first
+            first_score = float(question_fit[best]) if first_score is None else first_score
+            last_noun = possessed
+            if possessed is None or all(word != possessed for word, _ in owned):  # a generation more: not yet
+                remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best],
+                                       settings.hop_floor)
     answer = constraints[-1].tail if constraints else None
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
+                                  + (f", for {h['noun']!r}" if h["noun"] else "")
                                   + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
                                   for h in hops_trace), warnings=warnings)
     return plan
