@@ -132,6 +132,9 @@ def test_vss_ranks_an_indexed_tables_hits_only_in_their_order(tmp_path):
         ids, scores = store.nearest("relationships", vector, vss.top_relationships)
         top, top_scores = vss._top(relationship_hits, vss.top_relationships)
         assert np.array_equal(top, ids) and np.array_equal(top_scores, scores)
+        # the entities' index, searched beside the relationships', gives the same hits as alone
+        entity_ids, entity_scores = store.nearest("entities", vector, vss.top_entities)
+        assert np.array_equal(entity_hits[0], entity_ids) and np.array_equal(entity_hits[1], entity_scores)
         record = vss.retrieve(Query("q", "which entity"))
         packed = [(p["entities"][0], p["relations"][0], p["entities"][1]) for p in record.paths]
         assert packed == [store.triple(int(r)) for r in ids[:len(packed)]] and packed

@@ -30,6 +30,7 @@ packed by the same token budget. Its record lists those passages' titles in `pas
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar, Union
 
 import numpy as np
@@ -230,20 +231,32 @@ class VSS(_Baseline):
         self.indexed = {table: store.has_index(table) for table in ("entities", "relationships")}
         self.entity_vectors = None if self.indexed["entities"] else store.entity_vectors
         self.relationship_vectors = None if self.indexed["relationships"] else store.relationship_vectors
+        self._beside: ThreadPoolExecutor | None = None  # the entities' index search beside the relationships'
         store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
 
     def score(self, text: str, watch: Stopwatch) -> tuple[Hits, Hits]:
         vector = self.store.encoder.encode_query(text).astype(np.float32, copy=False)
         watch.lap("encode")
-        scores: list[Hits] = []
-        for table, vectors, top in (("entities", self.entity_vectors, self.top_entities),
-                                    ("relationships", self.relationship_vectors, self.top_relationships)):
-            if self.indexed[table]:  # the index's hits only: a score per row of 4.87M rows cost 17 ms a question
-                scores.append(self.store.nearest(table, vector, top))
-            else:
-                scores.append(vectors @ vector if len(vectors) else np.zeros(0, np.float32))
+        entities = self._search("entities", vector)  # first: it may run beside the relationships' search
+        relationships = self._search("relationships", vector)
+        if isinstance(entities, Future):
+            entities = entities.result()
         watch.lap("score")
-        return scores[0], scores[1]
+        return entities, relationships
+
+    def _search(self, table: str, vector: np.ndarray) -> Hits | Future:
+        """One table's scores: an indexed table's hits alone (a score per row of 4.87M rows cost 17 ms a question),
+        else a score per row. With both tables indexed the entities' search runs beside the relationships' (the two
+        index searches of the 10x graph took 86-92 ms one after the other, 77 ms side by side)."""
+        vectors, top = ((self.entity_vectors, self.top_entities) if table == "entities"
+                        else (self.relationship_vectors, self.top_relationships))
+        if not self.indexed[table]:
+            return vectors @ vector if len(vectors) else np.zeros(0, np.float32)
+        if table == "entities" and self.indexed["relationships"]:
+            if self._beside is None:
+                self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgr-vss")
+            return self._beside.submit(self.store.nearest, table, vector, top)
+        return self.store.nearest(table, vector, top)
 
 
 class DensePassages:
