@@ -95,3 +95,37 @@ def test_label_vectors_are_read_from_the_phrase_cache_by_a_later_run(tmp_path):
     vectors = index(first).label_vectors
     assert first.calls == [list(labels)]
     assert np.array_equal(index(second).label_vectors, vectors) and second.calls == []
+
+
+def star_index(leaves: int) -> PlanIndex:
+    """A PlanIndex over a path 0 - 1 and a hub 1 with `leaves` more neighbours (relationship i joins its ends)."""
+    src = np.array([0] + [1] * leaves, dtype=np.int64)
+    dst = np.array([1] + list(range(2, leaves + 2)), dtype=np.int64)
+    names = [f"e{i}" for i in range(leaves + 2)]
+    store = SimpleNamespace(num_entities=len(names), src=src, dst=dst, relation_labels=[], names=names,
+                            name_index={normalize_name(n): [i] for i, n in enumerate(names)})
+    return PlanIndex(store)
+
+
+def test_edges_within_a_limit_keep_the_nearest_and_every_edge_of_an_entity_they_reach():
+    index = star_index(50)
+    (rids, near, far), short = index.edges_within([0], 2)
+    assert rids.tolist() == list(range(51)) and near[0] == 0 and (near[1:] == 1).all() and not short
+    # the limit is met after the first hop: the hub's 50 further edges are not walked, and the walk says so
+    (rids, _, _), short = index.edges_within([0], 2, limit=1)
+    assert rids.tolist() == [0] and short
+    # a frontier entity's edges come whole: the hub's edges are all taken once any is
+    (rids, _, _), short = index.edges_within([0], 2, limit=5)
+    assert rids.tolist() == list(range(51)) and not short
+
+
+def test_most_like_scores_the_first_limit_relationships_outside_those_taken_and_says_so():
+    from kgr.methods.graph_index import most_like
+
+    vectors = np.eye(8, dtype=np.float32)[[0, 1, 2, 3, 4, 5, 6, 7]]
+    edges = (np.arange(8), np.zeros(8, dtype=np.int64), np.arange(8))
+    question = vectors[6]  # most like relationship 6, which lies past the limit
+    best, cut = most_like(vectors, question, edges, taken=[1], k=2, limit=4)
+    assert [rid for rid, *_ in best] == [0, 2] and cut  # 0, 2, 3, 4 scored; 5, 6, 7 not
+    best, cut = most_like(vectors, question, edges, taken=[1], k=1, limit=100)
+    assert best[0][0] == 6 and not cut

@@ -207,24 +207,36 @@ class PlanIndex:
             return empty, empty, empty
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
-    def edges_within(self, eids, hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def edges_within(self, eids, hops: int, limit: int | None = None
+                     ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], bool]:
         """(rids, near, far) of every relationship with an end at most `hops` - 1 hops from `eids` (a breadth-first
-        walk, either direction), near being the end nearer them; each relationship once, from its first reached end."""
+        walk, either direction), near being the end nearer them; each relationship once, from its first reached end.
+        With a `limit` the walk stops once it holds that many (the nearest first; a frontier entity's edges come
+        whole), and says whether it stopped short."""
         frontier = list(dict.fromkeys(int(e) for e in eids))
-        seen, found = set(frontier), []
+        seen, found, total, short = set(frontier), [], 0, False
         for _ in range(hops):
             if not frontier:
                 break
+            if limit is not None:  # the frontier entities whose edges still fit, in order (a hub's all at once)
+                ids = np.asarray(frontier, dtype=np.int64)
+                degrees = self.indptr[ids + 1] - self.indptr[ids]
+                fits = np.cumsum(degrees) - degrees < limit - total
+                short = short or not fits.all()
+                frontier = ids[fits].tolist()
+                if not frontier:
+                    break
             rids, near, far = self.incident(frontier)
             found.append((rids, near, far))
+            total += len(rids)
             frontier = [e for e in dict.fromkeys(far.tolist()) if e not in seen]
             seen.update(frontier)
         if not found:
             empty = np.empty(0, dtype=np.int64)
-            return empty, empty, empty
+            return (empty, empty, empty), short
         rids, near, far = (np.concatenate(column) for column in zip(*found))
         first = np.sort(np.unique(rids, return_index=True)[1])
-        return rids[first], near[first], far[first]
+        return (rids[first], near[first], far[first]), short
 
     @property
     def name_prefixes(self) -> frozenset[str]:
@@ -313,14 +325,25 @@ def plan_index(store: GraphStore) -> PlanIndex:
         return index
 
 
+# A neighbourhood's dense search (`most_like`) scores at most this many relationships, the nearest the anchors first:
+# three hops from a paper through a field of study reach most of the 10x scale graph (millions of relationships, 2-5 s
+# a question gathering their vectors), while the evidence a fill is for lies near the anchors. No dev suite graph
+# comes near it.
+NEIGHBOURHOOD_ROWS = 200_000
+
+
 def most_like(relationship_vectors: np.ndarray, question: np.ndarray, edges: tuple[np.ndarray, np.ndarray, np.ndarray],
-              taken: Iterable[int], k: int) -> list[tuple[int, int, int, float]]:
+              taken: Iterable[int], k: int, limit: int = NEIGHBOURHOOD_ROWS
+              ) -> tuple[list[tuple[int, int, int, float]], bool]:
     """(rid, near, far, cosine) of the `k` relationships of `edges` (each once: its first occurrence) outside `taken`
-    most like the question: a dense search of a neighbourhood, best first."""
+    most like the question, best first: a dense search of a neighbourhood, over its first `limit` relationships; and
+    whether some went unscored."""
     rids, near, far = edges
     first = np.sort(np.unique(rids, return_index=True)[1])
     rids, near, far = rids[first], near[first], far[first]
     fresh = ~np.isin(rids, np.asarray(list(taken), dtype=np.int64))
     rids, near, far = rids[fresh], near[fresh], far[fresh]
+    cut = len(rids) > limit
+    rids, near, far = rids[:limit], near[:limit], far[:limit]
     sims = relationship_vectors[rids] @ question
-    return [(int(rids[i]), int(near[i]), int(far[i]), float(sims[i])) for i in top_k(sims, k)]
+    return [(int(rids[i]), int(near[i]), int(far[i]), float(sims[i])) for i in top_k(sims, k)], cut

@@ -31,7 +31,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, offered_alternatives
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch
 from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
-from kgr.methods.graph_index import PlanIndex, most_like, plan_index
+from kgr.methods.graph_index import NEIGHBOURHOOD_ROWS, PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord, empty_result_warning
 from kgr.ranking import top_k
@@ -508,13 +508,16 @@ class CSRAG:
 
         ranked = [(state.index, cand) for state in states if state.status == "resolved"
                   for cand in state.pool[:state.set_from]]
+        cut_fill = False  # whether the anchors' neighbourhood was cut to its nearest relationships
         if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
             # an answer set rests on the relation it settled on: the fill stays (recall first)
             if settings.graph_fill and any(state.status != "resolved" or state.set_from is not None
                                            for state in states):
-                ranked += self.neighbourhood(anchor_ids, vectors([plain])[0], {cand.rid for _, cand in ranked})
+                taken = {cand.rid for _, cand in ranked}
+                filled, cut_fill = self.neighbourhood(anchor_ids, vectors([plain])[0], taken)
+                ranked += filled
         # an answer set's other edges come last: many, alike, and the budget keeps the evidence above them first
         ranked += [(state.index, cand) for state in states if state.set_from is not None
                    for cand in state.pool[state.set_from:]]
@@ -553,6 +556,7 @@ class CSRAG:
             "constraints": [self._state_trace(s, plan, recovered) for s in states],
             "bindings": {v: [names[e] for e in eids] for v, eids in bindings.items()},
             "fill": sum(1 for i, _ in ranked if i is None),  # the anchors' neighbourhood's, after an unresolved plan
+            "fill_cut": cut_fill,
             "reached": sorted({names[e] for e in reached}),
             "filtered": sorted({names[e] for e in filtered}),
             "cut_by_budget": sorted({names[e] for e in cut}),
@@ -593,14 +597,16 @@ class CSRAG:
                                                         + (f": {reasons}" if reasons else "") + recovery))
         return record
 
-    def neighbourhood(self, anchors: set[int], question: np.ndarray, taken: set[int]) -> list[tuple[None, Candidate]]:
+    def neighbourhood(self, anchors: set[int], question: np.ndarray, taken: set[int]
+                      ) -> tuple[list[tuple[None, Candidate]], bool]:
         """Up to `csrag.graph_fill` relationships within `max_hops` of the anchors that no candidate holds, the most
         like the question (where a constraint is unresolved and there are no passages, the evidence is still near
-        the anchors), each from its end nearer them; they answer no constraint (None)."""
-        edges = self.index.edges_within(sorted(anchors), self.settings.max_hops)
-        return [(None, Candidate(rid, near, far, score=sim))
-                for rid, near, far, sim in most_like(self.store.relationship_vectors, question, edges, taken,
-                                                     self.settings.graph_fill)]
+        the anchors), each from its end nearer them; they answer no constraint (None). And whether the neighbourhood
+        was cut to its nearest `NEIGHBOURHOOD_ROWS` relationships."""
+        edges, short = self.index.edges_within(sorted(anchors), self.settings.max_hops,
+                                               len(taken) + NEIGHBOURHOOD_ROWS)
+        best, cut = most_like(self.store.relationship_vectors, question, edges, taken, self.settings.graph_fill)
+        return [(None, Candidate(rid, near, far, score=sim)) for rid, near, far, sim in best], short or cut
 
     def passage_evidence(self, states: Sequence[ConstraintState], bindings: Mapping[str, list[int]],
                          anchors: Mapping[str, list[int]], recover: Callable[[int, dict[str, list[int]]], list]

@@ -382,7 +382,7 @@ class DotRAG:
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
         if self.settings.fill and plan.hedged:  # an unsure plan: the evidence may lie off its walks
-            filled = self._fill(query, [p.anchor for p in plan.pairs], paths)
+            filled, trace["fill_cut"] = self._fill(query, [p.anchor for p in plan.pairs], paths)
             trace["fill"] = len(filled)
             paths = paths + filled
             watch.lap("fill")
@@ -412,17 +412,18 @@ class DotRAG:
             trace=trace, **self.context.usage(query.id),
         )
 
-    def _fill(self, query: Query, anchors: list[int], paths: list[Path]) -> list[Path]:
+    def _fill(self, query: Query, anchors: list[int], paths: list[Path]) -> tuple[list[Path], bool]:
         """Up to `dotrag.fill` relationships within `max_hops` of the anchors that no path holds, the most like the
         question (a dense search of the anchors' neighbourhood: where a walk stopped short or turned wrong, the
-        evidence is still near), each as a one-hop path from its end nearer an anchor."""
+        evidence is still near), each as a one-hop path from its end nearer an anchor; and whether the neighbourhood
+        was cut to its nearest `graph_index.NEIGHBOURHOOD_ROWS` relationships."""
         found = [self.reach.edges_within(a, self.settings.max_hops) for a in dict.fromkeys(anchors)]
         if not found:
-            return []
+            return [], False
         edges = tuple(np.concatenate(column) for column in zip(*found))
-        best = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
-                         [r for p in paths for r in p.rids], self.settings.fill)
-        return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best]
+        best, cut = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
+                              [r for p in paths for r in p.rids], self.settings.fill)
+        return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best], cut
 
     def _passages(self, query: Query, plan: TrajectoryPlan, paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks
