@@ -47,7 +47,7 @@ INDEX_STOP_WORDS = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}
 
 # English cues that the answer is reached through something it shares with the anchor ("co-starred", "same").
 SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow", "other"})
-# The `co` that `question_words` splits off "co-starred" (kgr.methods.dotrag.offline): a sharing cue too.
+# The `co` that `question_words` splits off "co-starred": a sharing cue too.
 CO_PREFIX = "co"
 # Cue words: they say how the answer relates to the anchor, never which relation; no scorer reads them as words.
 CUE_WORDS = SHARING_CUES | {CO_PREFIX}
@@ -218,3 +218,34 @@ def bounded(text: str, start: int, end: int) -> bool:
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
     return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
+
+
+# -- a question's words by their distance from a mention (the offline policy's reading, CS-RAG's first hop) ----------
+def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
+    """Content words outside the anchor's mention, each with its distance (in words) from the mention.
+
+    The mention is the bracketed one naming the anchor (else the first); the words of other bracketed mentions name
+    other entities, not the way to the answer. A `co-` prefix is a sharing cue: `co-starred` gives the word
+    `starred` and the cue word `co`.
+    """
+    mentions = list(MENTION.finditer(question))
+    mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
+                   mentions[0] if mentions else None)
+    if mention:
+        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
+    else:
+        lowered, name = question.lower(), anchor_name.lower()
+        at = lowered.find(name)
+        left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
+    words = []
+    # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
+    left_words, right_words = hyphenated_words(left), hyphenated_words(right)
+    for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
+                          [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
+        if word.startswith("co-") and len(word) > 3:
+            words.append((CO_PREFIX, distance))
+            word = word[3:]
+        for part in (part for noun in generations(word) for part in noun.split("-")):
+            if part and part not in OFFLINE_STOP_WORDS:
+                words.append((part, distance))
+    return words

@@ -459,6 +459,31 @@ def test_each_noun_of_a_possessive_chain_is_a_hop(kin, question, relations):
     assert "for 'grand" in plan.reason or "for 'mother'" in plan.reason
 
 
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    """Packages, what they depend on and when they first came out."""
+    yield from graph_context(tmp_path_factory.mktemp("packages"), [
+        ("alpha-kit", "depends_on", "beta-core"), ("alpha-kit", "depends_on", "gamma-io"),
+        ("alpha-kit", "first_released", "2019"), ("beta-core", "first_released", "2015"),
+        ("gamma-io", "first_released", "2016"), ("delta-web", "depends_on", "alpha-kit"),
+        ("beta-core", "licensed_under", "MIT")])
+
+
+def test_the_word_nearest_the_mention_names_the_first_hop(packages):
+    # "first released" fits the question better than "depends on", but "depends" is next to the mention: English
+    # nests relations outward from it, so the packages come first and their release years after
+    import copy
+    import dataclasses
+
+    question = query("When were the packages that [alpha-kit] depends on first released?")
+    plan = plan_question(packages, question)
+    assert [k.relation for k in plan.constraints][:2] == ["depends on", "first released"]
+    config = copy.deepcopy(packages.config)
+    config.csrag.nearest_similarity = 2.0  # off: the residual alone picks the first hop
+    off = plan_question(dataclasses.replace(packages, config=config), question)
+    assert off.constraints[0].relation == "first released"
+
+
 def test_the_planner_reads_its_tunables_from_the_config(family):
     # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
     import copy

@@ -35,6 +35,9 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    words, the one word closest to it ("husband" for spouse, "paternal" for father), so a further hop must match a
    part of the question the earlier ones did not explain; once no content word is left, the chain ends. At most
    `csrag.max_hops` hops.
+   The first hop from the graph takes the label the content word nearest the mention fits (at least
+   `csrag.nearest_similarity`; the words on either side at that distance), whatever fits the residual better:
+   English nests relations outward from the mention ("the packages that [X] depends on first released").
    Each noun of the possessive chain after a mention ("[X]'s sister's husband") names one hop, in order, once per
    generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`):
    such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
@@ -55,7 +58,8 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, tokens, whole_word
+from kgr.lexicon import (MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, question_words, tokens,
+                         whole_word)
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
@@ -65,7 +69,8 @@ if TYPE_CHECKING:
     from kgr.methods.base import Query, RunContext
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
-# 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun
+# 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
+# and the word nearest the mention names the first hop
 PLAN_VERSION = 6
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
@@ -245,6 +250,21 @@ def _mention_end(question: str, mention: str) -> int:
     return at + len(mention) if at >= 0 else -1
 
 
+def _nearest_named(question: str, mention: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray,
+                   settings: "CsragConfig", right_offset: float) -> int | None:
+    """The label (row of `label_vectors`) the content word nearest the mention names, if that word fits it at least
+    `csrag.nearest_similarity`: English nests relations outward from the mention, so that word names the first hop
+    ("when were the packages that [X] depends on first released": depends on, though "first released" fits the
+    question better), as the offline policy's `nearest_cost` assumes."""
+    placed = [(distance, word) for word, distance in question_words(question, mention, right_offset)
+              if word in word_vectors]
+    if not placed or not len(label_vectors) or settings.nearest_similarity > 1.0:
+        return None
+    closest = min(distance for distance, _ in placed)
+    fits = np.stack([word_vectors[word] for distance, word in placed if distance == closest]) @ label_vectors.T
+    return int(np.argmax(fits.max(axis=0))) if fits.max() >= settings.nearest_similarity else None
+
+
 def _hop_floor(hop: int, first_score: float | np.ndarray, settings: "CsragConfig") -> float | np.ndarray:
     """The hop rule: the least score hop `hop` >= 2 may have, given hop 1's score (scalar or array)."""
     return np.maximum(settings.hop_floor, first_score - settings.hop_margin / (hop - 1))
@@ -339,9 +359,9 @@ def _slug(text: str) -> str:
 
 
 def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floor: float = 1.0,
-                 vectors: TextVectors | None = None) -> Plan:
+                 vectors: TextVectors | None = None, right_offset: float = 0.0) -> Plan:
     """Plan from the graph alone (see the module docstring) by the `csrag` settings; `floor` is
-    anchors.min_similarity."""
+    anchors.min_similarity, `right_offset` how much farther a word after a mention is (offline.right_offset)."""
     store = index.store
     vectors = TextVectors(store.encoder) if vectors is None else vectors
     variants, max_hops, margin = settings.variants, settings.max_hops, settings.global_margin
@@ -432,6 +452,11 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
                                           named, word_of, settings)
+            if hop == 1 and source == "graph" and possessed is None:
+                named = _nearest_named(query.text, mention, word_vectors, label_vectors[labels], settings,
+                                       right_offset)
+                if named is not None:
+                    rank = np.where(np.arange(labels.size) == named, rank + 2.0, rank)  # cosines are at most 1
             order = np.lexsort((labels, -rank))
             if possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
                 # a generation more walks the kin relation again ("grandmother": a parent's parent)
@@ -527,7 +552,8 @@ def plan_question(context: "RunContext", query: "Query", *, stage: str | None = 
     index = plan_index(context.store)
 
     def fallback() -> Plan:
-        return offline_plan(index, query, settings, context.config.anchors.min_similarity, vectors)
+        return offline_plan(index, query, settings, context.config.anchors.min_similarity, vectors,
+                            context.config.offline.right_offset)
 
     if context.client is None:
         return fallback()

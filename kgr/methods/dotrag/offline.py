@@ -69,44 +69,13 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
-from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CO_PREFIX, CUE_WORDS, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS, answer_kind_words, generations, hyphenated_words,
-                         possessed_words)
+from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
+                         answer_kind_words, possessed_words, question_words)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
-
-
-def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
-    """Content words outside the anchor's mention, each with its distance (in words) from the mention.
-
-    The mention is the bracketed one naming the anchor (else the first); the words of other bracketed mentions name
-    other entities, not the way to the answer. A `co-` prefix is a sharing cue: `co-starred` gives the word
-    `starred` and the cue word `co`.
-    """
-    mentions = list(MENTION.finditer(question))
-    mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
-                   mentions[0] if mentions else None)
-    if mention:
-        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
-    else:
-        lowered, name = question.lower(), anchor_name.lower()
-        at = lowered.find(name)
-        left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
-    words = []
-    # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
-    left_words, right_words = hyphenated_words(left), hyphenated_words(right)
-    for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
-                          [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
-        if word.startswith("co-") and len(word) > 3:
-            words.append((CO_PREFIX, distance))
-            word = word[3:]
-        for part in (part for noun in generations(word) for part in noun.split("-")):
-            if part and part not in OFFLINE_STOP_WORDS:
-                words.append((part, distance))
-    return words
 
 
 def sharing_cue(words: list[tuple[str, float]]) -> bool:
