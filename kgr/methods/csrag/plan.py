@@ -375,9 +375,9 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
     chains = {mention: possessive_chain(query.text, end) if (end := _mention_end(query.text, mention)) >= 0 else []
               for mention in mentions}
     owned_nouns = {noun for chain in chains.values() for _, noun in chain}
-    question_words = sorted(content_tokens(residual) | owned_nouns) if mentions and len(label_vectors) else []
+    asked_words = sorted(content_tokens(residual) | owned_nouns) if mentions and len(label_vectors) else []
     first_text = residual or query.plain
-    word_vectors = index.word_vectors(question_words, first_text, vectors) if mentions else {}
+    word_vectors = index.word_vectors(asked_words, first_text, vectors) if mentions else {}
     word_label_cosines: dict[str, np.ndarray] = {}  # a question word's cosines to every label, computed once
 
     def word_cosines(text: str) -> np.ndarray:
@@ -399,7 +399,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         last_noun = None  # the possessed noun the last hop was for
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         for hop in range(1, max_hops + 1):
-            if hop > 1 and question_words and not content_tokens(remaining):
+            if hop > 1 and asked_words and not content_tokens(remaining):
                 break  # the hops so far explain every word the question has
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
@@ -453,10 +453,10 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
                                           named, word_of, settings)
             if hop == 1 and source == "graph" and possessed is None:
-                named = _nearest_named(query.text, mention, word_vectors, label_vectors[labels], settings,
-                                       right_offset)
-                if named is not None:
-                    rank = np.where(np.arange(labels.size) == named, rank + 2.0, rank)  # cosines are at most 1
+                nearest = _nearest_named(query.text, mention, word_vectors, label_vectors[labels], settings,
+                                         right_offset)
+                if nearest is not None:
+                    rank = np.where(np.arange(labels.size) == nearest, rank + 2.0, rank)  # cosines are at most 1
             order = np.lexsort((labels, -rank))
             if possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
                 # a generation more walks the kin relation again ("grandmother": a parent's parent)

@@ -773,9 +773,9 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
     first time by its best step, as any word, each further time by the next-best step of the chain if that step also
     fits the word by `fits` or is the best step taken again (`ids`: chains x steps; "[X]'s grandparents" is two
     `child_of` steps between people, however little "parents" is like "child of"), else by none (no credit, no step
-    owned). The steps it takes are given to its
-    occurrences in sentence order, the one nearest the mention taking the step nearest the anchor (in place,
-    on `best_step` and `credit`, words x chains; `sims` is the word's chains x steps)."""
+    owned). The steps it takes are given to its occurrences in sentence order, the one nearest the mention taking the
+    step nearest the anchor (in place, on `best_step` and `credit`, words x chains; `sims` is the word's chains x
+    steps)."""
     chains, length = sims.shape
     order = np.argsort(-sims, axis=1, kind="stable")[:, :len(group)]
     ranked = np.take_along_axis(sims, order, axis=1)
