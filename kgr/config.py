@@ -308,8 +308,8 @@ class CsragConfig:
     # a question word this close to a label (cosine) names it as if it were the label's own word ("husband": spouse)
     synonym_similarity: float = ranged(0.8, -1.0, 1.0, plan=True)
     # the content word nearest the mention names the first hop when it fits a label around the anchor this well
-    # (cosine; above 1 = off): dev suite CS-RAG mean recall 0.8247 -> 0.8273, no set lower (metaqa-3hop +0.03,
-    # dev-packages +0.02); 0.4, 0.5 and 0.6 gave the same records
+    # (cosine; above 1 = off): dev suite CS-RAG mean recall 0.8247 -> 0.8272, no set lower by more than 0.002
+    # (metaqa-3hop +0.03, dev-packages +0.02); 0.4, 0.5 and 0.6 gave the same records
     nearest_similarity: float = ranged(0.5, -1.0, 2.0, plan=True)
     # a label follows another when at least this many of the other's edges lead on along it ...
     follow_min_edges: int = ranged(2, 0, plan=True)
