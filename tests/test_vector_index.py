@@ -124,7 +124,10 @@ def test_vss_ranks_an_indexed_tables_hits_only_in_their_order(tmp_path):
         store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
     with Project.open(tmp_path / "p") as project:
         store = GraphStore(project, encoder=QueryEncoder())
+        searched, nearest = [], store.nearest
+        store.nearest = lambda table, vector, k: searched.append(table) or nearest(table, vector, k)
         vss = VSS(RunContext(project, project.config, store, "retrieve"))
+        assert sorted(searched) == ["entities", "relationships"]  # each index loaded by a search before a question
         assert store.has_index("entities") and store.has_index("relationships")
         entity_hits, relationship_hits = vss.score("which entity", Stopwatch())
         assert isinstance(entity_hits, tuple) and isinstance(relationship_hits, tuple)
