@@ -466,7 +466,8 @@ def packages(tmp_path_factory):
         ("alpha-kit", "depends_on", "beta-core"), ("alpha-kit", "depends_on", "gamma-io"),
         ("alpha-kit", "first_released", "2019"), ("beta-core", "first_released", "2015"),
         ("gamma-io", "first_released", "2016"), ("delta-web", "depends_on", "alpha-kit"),
-        ("beta-core", "licensed_under", "MIT")])
+        ("beta-core", "licensed_under", "MIT"), ("gamma-io", "licensed_under", "MIT"),
+        ("delta-web", "licensed_under", "Apache-2.0")])
 
 
 def test_the_word_nearest_the_mention_names_the_first_hop(packages):
@@ -482,6 +483,16 @@ def test_the_word_nearest_the_mention_names_the_first_hop(packages):
     config.csrag.nearest_similarity = 2.0  # off: the residual alone picks the first hop
     off = plan_question(dataclasses.replace(packages, config=config), question)
     assert off.constraints[0].relation == "first released"
+
+
+def test_a_sharing_cue_walks_the_last_relation_back_where_the_chain_would_end(packages):
+    # "other" and "share" say the answer shares the license with the anchor: out along `licensed under` and back
+    plan = plan_question(packages, query("Which other packages share [beta-core]'s license?"))
+    assert [k.relation for k in plan.constraints][:2] == ["licensed under", "licensed under"]
+    assert "hop 2: licensed under" in plan.reason and "back: a sharing cue" in plan.reason
+    assert "gamma-io" in CSRAG(packages).retrieve(query("Which other packages share [beta-core]'s license?")).entities
+    # without a cue nothing walks back
+    assert "sharing cue" not in plan_question(packages, query("Which packages does [delta-web] depend on?")).reason
 
 
 def test_the_planner_reads_its_tunables_from_the_config(family):

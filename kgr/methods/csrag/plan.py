@@ -43,6 +43,9 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
    fitting the residual, and the hop rule does not cut it. English names one relation per such noun, however little
    the encoder makes of it ("grandparents" is 0.29 from `born in` as a residual, 0.45 from `child of` as a noun).
+   A sharing cue ("other", "same", "share", "also", "co-"; `lexicon.CUE_WORDS`) says the answer shares something
+   with the anchor: where the chain would end, it walks its last label back once ("which other packages share [X]'s
+   license": out along `licensed under` and back to the packages), as the offline policy's `sharing_bonus` reads it.
    A mention's span includes a parenthesis right after it ("Sigrid of Sweden (1566-1633)"): it names the anchor,
    it does not ask for a date.
 """
@@ -58,8 +61,8 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import (MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, question_words, tokens,
-                         whole_word)
+from kgr.lexicon import (CUE_WORDS, MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, question_words,
+                         tokens, whole_word)
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
@@ -70,7 +73,7 @@ if TYPE_CHECKING:
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
-# and the word nearest the mention names the first hop
+# the word nearest the mention names the first hop, a sharing cue walks the last label back
 PLAN_VERSION = 6
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
@@ -388,6 +391,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
         return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
+        sharing = any(word in CUE_WORDS for word, _ in question_words(query.text, mention))
         anchors = list(index.match_anchors(mention, settings.anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
         first_score = None
@@ -398,13 +402,15 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         owned = [item for item in chains[mention] if item[1] in word_vectors]
         last_noun = None  # the possessed noun the last hop was for
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
+        went_back = not sharing  # a sharing cue walks the chain's last label back once where the chain would end
         for hop in range(1, max_hops + 1):
-            if hop > 1 and asked_words and not content_tokens(remaining):
-                break  # the hops so far explain every word the question has
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
             rids, far = rids[keep], far[keep]
             labels = np.unique(store.relation_ids[rids])
+            back = not went_back and hop > 1 and walked_labels[-1] in labels
+            if hop > 1 and asked_words and not content_tokens(remaining) and not back:
+                break  # the hops so far explain every word the question has
             # Where a walk can go on at all: after a hop, only the labels that follow its label somewhere in the graph.
             if not walked_labels:
                 vocabulary = np.arange(len(label_vectors))
@@ -457,14 +463,21 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 if nearest is not None:
                     rank = np.where(np.arange(labels.size) == nearest, rank + 2.0, rank)  # cosines are at most 1
             order = np.lexsort((labels, -rank))
-            if possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
+            walking_back = back and source == "graph" and hop > 1 and (
+                not content_tokens(remaining)
+                or (possessed is None and float(sims[order[0]]) < _hop_floor(hop, first_score, settings)))
+            if walking_back:  # "which other packages share [X]'s license": out along the license and back
+                possessed, went_back = None, True
+                order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
+                                        order[labels[order] != walked_labels[-1]]])
+            elif possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
                 # a generation more walks the kin relation again ("grandmother": a parent's parent)
                 order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
                                         order[labels[order] != walked_labels[-1]]])
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
-                               "score": round(score, 4), "from": source, "noun": possessed})
-            if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings):
+                               "score": round(score, 4), "from": source, "noun": possessed, "back": walking_back})
+            if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings) and not walking_back:
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
@@ -494,6 +507,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
     plan = Plan(query.plain, constraints, answer=answer, source="offline",
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
                                   + (f", for {h['noun']!r}" if h["noun"] else "")
+                                  + (", back: a sharing cue" if h["back"] else "")
                                   + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
                                   for h in hops_trace), warnings=warnings)
     return plan
