@@ -468,10 +468,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 or (possessed is None and float(sims[order[0]]) < _hop_floor(hop, first_score, settings)))
             if walking_back:  # "which other packages share [X]'s license": out along the license and back
                 possessed, went_back = None, True
-                order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
-                                        order[labels[order] != walked_labels[-1]]])
-            elif possessed is not None and possessed == last_noun and walked_labels[-1] in labels:
-                # a generation more walks the kin relation again ("grandmother": a parent's parent)
+            if walking_back or (possessed is not None and possessed == last_noun and walked_labels[-1] in labels):
+                # the last label again: back after a sharing cue, or a generation more ("grandmother": a parent's parent)
                 order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
                                         order[labels[order] != walked_labels[-1]]])
             best, score = int(labels[order[0]]), float(sims[order[0]])
