@@ -231,7 +231,9 @@ class VSS(_Baseline):
         self.indexed = {table: store.has_index(table) for table in ("entities", "relationships")}
         self.entity_vectors = None if self.indexed["entities"] else store.entity_vectors
         self.relationship_vectors = None if self.indexed["relationships"] else store.relationship_vectors
-        self._beside: ThreadPoolExecutor | None = None  # the entities' index search beside the relationships'
+        # with both tables indexed, the entities' search runs in a thread beside the relationships'
+        self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgr-vss") \
+            if all(self.indexed.values()) else None
         # load the model now, not inside the first question's latency, and each ANN index with one search (the first
         # search through the 10x relationships' index took 15.7 s)
         warm = store.encoder.encode_query("warm up").astype(np.float32, copy=False)
@@ -256,9 +258,7 @@ class VSS(_Baseline):
                         else (self.relationship_vectors, self.top_relationships))
         if not self.indexed[table]:
             return vectors @ vector if len(vectors) else np.zeros(0, np.float32)
-        if table == "entities" and self.indexed["relationships"]:
-            if self._beside is None:
-                self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgr-vss")
+        if table == "entities" and self._beside is not None:
             return self._beside.submit(self.store.nearest, table, vector, top)
         return self.store.nearest(table, vector, top)
 

@@ -253,14 +253,15 @@ def _mention_end(question: str, mention: str) -> int:
     return at + len(mention) if at >= 0 else -1
 
 
-def _nearest_named(question: str, mention: str, word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray,
+def _nearest_named(words: list[tuple[str, float]], word_vectors: dict[str, np.ndarray], label_vectors: np.ndarray,
                    settings: "CsragConfig") -> int | None:
     """The label (row of `label_vectors`) the content word nearest the mention names, if that word fits it at least
     `csrag.nearest_similarity`: English nests relations outward from the mention, so that word names the first hop
     ("when were the packages that [X] depends on first released": depends on, though "first released" fits the
-    question better), as the offline policy's `nearest_cost` assumes. Words after the mention count as near as words
-    before it (the offline policy's `right_offset` 0.5 gave 0.0001 more suite recall, for a dependency on its section)."""
-    placed = [(distance, word) for word, distance in question_words(question, mention) if word in word_vectors]
+    question better), as the offline policy's `nearest_cost` assumes; `words` are the question's words with their
+    distances from the mention (`lexicon.question_words`). Words after the mention count as near as words before it
+    (the offline policy's `right_offset` 0.5 gave 0.0001 more suite recall, for a dependency on its section)."""
+    placed = [(distance, word) for word, distance in words if word in word_vectors]
     if not placed or not len(label_vectors) or settings.nearest_similarity > 1.0:
         return None
     closest = min(distance for distance, _ in placed)
@@ -391,7 +392,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
         return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
-        sharing = any(word in CUE_WORDS for word, _ in question_words(query.text, mention))
+        placed_words = question_words(query.text, mention)  # by distance from the mention
+        sharing = any(word in CUE_WORDS for word, _ in placed_words)
         anchors = list(index.match_anchors(mention, settings.anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
         first_score = None
@@ -459,7 +461,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
                                           named, word_of, settings)
             if hop == 1 and source == "graph" and possessed is None:
-                nearest = _nearest_named(query.text, mention, word_vectors, label_vectors[labels], settings)
+                nearest = _nearest_named(placed_words, word_vectors, label_vectors[labels], settings)
                 if nearest is not None:
                     rank = np.where(np.arange(labels.size) == nearest, rank + 2.0, rank)  # cosines are at most 1
             order = np.lexsort((labels, -rank))
@@ -469,7 +471,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             if walking_back:  # "which other packages share [X]'s license": out along the license and back
                 possessed, went_back = None, True
             if walking_back or (possessed is not None and possessed == last_noun and walked_labels[-1] in labels):
-                # the last label again: back after a sharing cue, or a generation more ("grandmother": a parent's parent)
+                # the last label again: back after a sharing cue, or one generation more ("grandmother")
                 order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
                                         order[labels[order] != walked_labels[-1]]])
             best, score = int(labels[order[0]]), float(sims[order[0]])
