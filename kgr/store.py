@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kgr.columns import TextColumn
 from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import normalize_name
@@ -122,8 +123,12 @@ class GraphStore:
         self.load_seconds = time.perf_counter() - started
 
     @cached_property
-    def relationship_texts(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT description FROM relationships ORDER BY rid").fetchall()]
+    def relationship_texts(self) -> TextColumn:
+        """Relationship texts by rid, held as one Arrow string column (read from DuckDB without a Python string each)."""
+        return self._text_column("SELECT description FROM relationships ORDER BY rid")
+
+    def _text_column(self, query: str) -> TextColumn:
+        return TextColumn(self._db.sql(query).to_arrow_table().column(0))
 
     @cached_property
     def entity_vectors(self) -> np.ndarray:
@@ -303,10 +308,10 @@ class GraphStore:
         return "forward" if int(self.src[rid]) == start else "backward"
 
     @cached_property
-    def descriptions(self) -> list[str]:
+    def descriptions(self) -> TextColumn:
         """Entity descriptions by eid, read when first asked for (the reach stage never reads them: on a described
         graph they are most of the entity table)."""
-        return [r[0] for r in self._db.execute("SELECT description FROM entities ORDER BY eid").fetchall()]
+        return self._text_column("SELECT description FROM entities ORDER BY eid")
 
     def warm(self) -> None:
         """Load everything retrieval touches, so per-question latency excludes initialization."""

@@ -15,7 +15,7 @@ KGR = Path(__file__).resolve().parent.parent / "kgr"
 METHODS = ("kgr.methods.dotrag", "kgr.methods.csrag", "kgr.methods.baselines")  # each method's module or folder
 LAYERS = {
     "kgr": 0, "kgr.errors": 0, "kgr.config": 0, "kgr.graph": 0, "kgr.console": 0, "kgr.ranking": 0, "kgr.lexicon": 0,
-    "kgr.objectstore": 0,
+    "kgr.objectstore": 0, "kgr.columns": 0,
     "kgr.project": 1, "kgr.embed": 1, "kgr.embed_ray": 1, "kgr.embed_onnx": 1, "kgr.reach": 1, "kgr.store": 1,
     "kgr.ingest": 2, "kgr.reach_stage": 2, "kgr.status": 2,
     "kgr.backbone": 3,

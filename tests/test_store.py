@@ -107,3 +107,18 @@ def test_a_types_centroid_is_its_members_normalized_mean_vector(metaqa_project):
             # float32 sums in another order: equal to rounding, and of unit length
             assert np.allclose(centroids[t], mean / np.linalg.norm(mean), atol=1e-5), name
             assert abs(float(np.linalg.norm(centroids[t])) - 1.0) < 1e-5
+
+
+def test_relationship_texts_read_as_the_table_holds_them_by_index_slice_and_pass(metaqa_project, monkeypatch):
+    from kgr.columns import TextColumn
+
+    with Project.open(metaqa_project) as project:
+        stored = [r[0] for r in project.db.execute("SELECT description FROM relationships ORDER BY rid").fetchall()]
+        texts = GraphStore(project).relationship_texts
+    assert isinstance(texts, TextColumn) and len(texts) == len(stored) > 3
+    assert texts[0] == stored[0] and texts[-1] == stored[-1] and texts[len(stored) // 2] == stored[len(stored) // 2]
+    assert texts[1:4] == stored[1:4] and all(isinstance(t, str) for t in texts[1:4])
+    monkeypatch.setattr(TextColumn, "READ_ROWS", 3)  # a pass reads in pieces: their seams lose or repeat nothing
+    assert list(texts) == stored
+    with pytest.raises(IndexError):
+        texts[len(stored)]

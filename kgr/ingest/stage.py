@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
+from kgr.columns import TextColumn
 from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder, LocalEngine, PhraseCache,
                        build_vector_index, load_vectors, missing_parts, project_encoder, reusable_vectors, text_hash,
                        write_meta, write_vector_table)
@@ -395,30 +396,6 @@ def store_graph(
                  "write": round(write_s, 3),
                  "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
-
-
-class TextColumn(SequenceABC):
-    """A string column read as a sequence of Python strings: a slice or a `take` makes only the strings asked for."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self.array))
-            if step != 1:
-                raise ValueError("a TextColumn slices with step 1 only")
-            return self.array.slice(start, max(stop - start, 0)).to_pylist()
-        return self.array[index].as_py()
-
-    def take(self, rows) -> list[str]:
-        """The strings of `rows` (ids), in that order."""
-        import pyarrow as pa
-
-        return self.array.take(pa.array(rows, type=pa.int64())).to_pylist()
 
 
 class PartTexts(SequenceABC):

@@ -30,6 +30,7 @@ packed by the same token budget. Its record lists those passages' titles in `pas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar, Union
 
@@ -195,7 +196,7 @@ class BM25(_Baseline):
 class _BM25Index:
     """One bm25s index with its tokenizer (the vocabulary is the corpus's)."""
 
-    def __init__(self, texts: list[str]):
+    def __init__(self, texts: Sequence[str]):
         import bm25s
 
         self.size = len(texts)
