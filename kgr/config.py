@@ -311,6 +311,10 @@ class CsragConfig:
     # (cosine; above 1 = off): dev suite CS-RAG mean recall 0.8247 -> 0.8272, no set lower by more than 0.002
     # (metaqa-3hop +0.03, dev-packages +0.02); 0.4, 0.5 and 0.6 gave the same records
     nearest_similarity: float = ranged(0.5, -1.0, 2.0, plan=True)
+    # a hop from the graph whose label leads to the answer's kind (a word saying what kind of thing the answer is names
+    # the far ends' type: "which country" and countries) ranks this much higher and is not cut by the hop rule, until
+    # a hop has reached that kind; 0 = off
+    answer_type: float = ranged(0.2, 0.0, plan=True)
     # a label follows another when at least this many of the other's edges lead on along it ...
     follow_min_edges: int = ranged(2, 0, plan=True)
     # ... and at least this share of them: one stray edge (a place with a spouse) is noise, not a way the graph goes on

@@ -26,3 +26,14 @@ def top_k_per_group(scores: np.ndarray, groups: np.ndarray, k: int) -> np.ndarra
     rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
     chosen = order[rank < k]
     return chosen[np.lexsort((chosen, -scores[chosen]))]
+
+
+def named_types(word_vectors: np.ndarray, centroids: np.ndarray, margin: float, clarity: float) -> np.ndarray:
+    """Per word (rows) and type (columns), whether the word names the type: the type's centroid is within `margin` of
+    the word's best type (cosine) and every other type trails that best by `clarity` (a word near many types alike,
+    "who" to people and occupations, names none)."""
+    sims = word_vectors @ centroids.T
+    best = sims.max(axis=1, keepdims=True)
+    named = sims >= best - margin
+    runner_up = np.where(named, -np.inf, sims).max(axis=1, keepdims=True)
+    return named & np.isfinite(runner_up) & (best - runner_up >= clarity)

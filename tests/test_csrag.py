@@ -495,6 +495,33 @@ def test_a_sharing_cue_walks_the_last_relation_back_where_the_chain_would_end(pa
     assert "sharing cue" not in plan_question(packages, query("Which packages does [delta-web] depend on?")).reason
 
 
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    """People born in towns, towns in countries (no schema: the types are inferred from the relations)."""
+    yield from graph_context(tmp_path_factory.mktemp("places"), [
+        ("Tove Lund", "born_in", "Malmo"), ("Nils Lund", "born_in", "Bergen"), ("Mira Sol", "born_in", "Oslo"),
+        ("Otto Lund", "born_in", "Turku"), ("Ruth Lund", "born_in", "Malmo"),
+        ("Malmo", "located_in", "Sweden"), ("Bergen", "located_in", "Norway"), ("Oslo", "located_in", "Norway"),
+        ("Turku", "located_in", "Finland"),
+        ("Tove Lund", "child_of", "Nils Lund"), ("Nils Lund", "child_of", "Otto Lund")])
+
+
+def test_a_word_naming_the_answers_kind_walks_on_to_it(places):
+    # "country" names the type the towns' `located in` leads to (its members' mean vector is nearest the word), so
+    # the chain goes on from the town, which the hop rule alone would not
+    import copy
+    import dataclasses
+
+    question = query("In which country was [Tove Lund] born?")
+    plan = plan_question(places, question)
+    assert [k.relation for k in plan.constraints] == ["born in", "located in"]
+    assert "Sweden" in CSRAG(places).retrieve(question).entities
+    config = copy.deepcopy(places.config)
+    config.csrag.answer_type = 0.0  # off
+    assert [k.relation for k in plan_question(dataclasses.replace(places, config=config), question).constraints] \
+        == ["born in"]
+
+
 def test_the_planner_reads_its_tunables_from_the_config(family):
     # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
     import copy

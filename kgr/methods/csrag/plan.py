@@ -46,6 +46,10 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    A sharing cue ("other", "same", "share", "also", "co-"; `lexicon.CUE_WORDS`) says the answer shares something
    with the anchor: where the chain would end, it walks its last label back once ("which other packages share [X]'s
    license": out along `licensed under` and back to the packages), as the offline policy's `sharing_bonus` reads it.
+   A word saying what kind of thing the answer is ("which country", "who"; `lexicon.answer_kind_words`) names the
+   types whose members' mean vector it is nearest (`kgr.ranking.named_types`): a label around the frontier whose far
+   ends are mostly of such a type ranks `csrag.answer_type` higher and the hop rule does not cut it, until a hop has
+   reached that kind ("in which country was [X]'s mother born": on from the town along `located in`).
    A mention's span includes a parenthesis right after it ("Sigrid of Sweden (1566-1633)"): it names the anchor,
    it does not ask for a date.
 """
@@ -61,9 +65,10 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import (CUE_WORDS, MENTION, PARENTHESIS, WORD, content_tokens, possessive_chain, question_words,
-                         tokens, whole_word)
+from kgr.lexicon import (CUE_WORDS, MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, possessive_chain,
+                         question_words, tokens, whole_word)
 from kgr.methods.graph_index import PlanIndex, plan_index
+from kgr.ranking import named_types
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
@@ -73,8 +78,9 @@ if TYPE_CHECKING:
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
-# the word nearest the mention names the first hop, a sharing cue walks the last label back
-PLAN_VERSION = 6
+# the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
+# answer's kind leads the walk to that kind
+PLAN_VERSION = 7
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -346,6 +352,38 @@ def _drop_words(text: str, words: str) -> str:
     return " ".join(text.split())
 
 
+# how close to its best type a kind word's other types must be to be named too, and how far every type it does not
+# name must trail it: the offline policy's answer_type_margin and answer_type_clarity defaults
+KIND_MARGIN, KIND_CLARITY = 0.1, 0.15
+
+
+def _kind_named_entities(store: GraphStore, question: str, vectors: TextVectors,
+                         settings: "CsragConfig") -> np.ndarray | None:
+    """Per entity, whether a type of it is named by the word saying what kind of thing the answer is ("which
+    country": the type whose members' mean vector is nearest "country", `kgr.ranking.named_types`); None when the
+    question has no such word, it names no type, or `csrag.answer_type` is off."""
+    kinds = sorted(answer_kind_words(question))
+    if not kinds or settings.answer_type <= 0 or not len(store.type_names):
+        return None
+    named = named_types(vectors(kinds), store.type_centroids, KIND_MARGIN, KIND_CLARITY).any(axis=0)
+    if not named.any():
+        return None
+    held = np.concatenate([[0], np.cumsum(named[store.type_ids])])  # named types among each entity's types
+    return held[store.type_indptr[1:]] > held[store.type_indptr[:-1]]
+
+
+def _mostly(flags: np.ndarray, eids: list[int]) -> bool:
+    """Whether at least half of `eids` are flagged (none: no)."""
+    return bool(eids) and float(flags[eids].mean()) >= 0.5
+
+
+def _reaching(of_kind: np.ndarray, labels: np.ndarray, edge_labels: np.ndarray, far: np.ndarray) -> np.ndarray:
+    """Per label (sorted), whether at least half of the far ends of its edges here are of the answer's kind."""
+    slot = np.searchsorted(labels, edge_labels)
+    hits = np.bincount(slot, weights=of_kind[far].astype(float), minlength=labels.size)
+    return hits >= 0.5 * np.bincount(slot, minlength=labels.size)
+
+
 def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
     """A variable name for entities: their most common type, preferring a type named after the relation."""
     counts = Counter(t for e in eids for t in store.types_of(e))
@@ -383,6 +421,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
     first_text = residual or query.plain
     word_vectors = index.word_vectors(asked_words, first_text, vectors) if mentions else {}
     word_label_cosines: dict[str, np.ndarray] = {}  # a question word's cosines to every label, computed once
+    of_kind = _kind_named_entities(store, query.text, vectors, settings) if mentions else None
 
     def word_cosines(text: str) -> np.ndarray:
         """The cosines of `text`'s embedded content words (rows, sorted) to every label (columns)."""
@@ -405,6 +444,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         last_noun = None  # the possessed noun the last hop was for
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         went_back = not sharing  # a sharing cue walks the chain's last label back once where the chain would end
+        reached_kind = False  # a hop has led to the answer's kind: the kind word asks for no further hop
         for hop in range(1, max_hops + 1):
             rids, _, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
@@ -460,6 +500,10 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 word_of = cosines.argmax(axis=0) if len(cosines) else np.full(len(label_vectors), -1)
                 rank = _with_continuation(sims, labels, everywhere, index.follows_rows(*follow_rule), hop, first_score,
                                           named, word_of, settings)
+            reaches_kind = np.zeros(labels.size, dtype=bool)
+            if of_kind is not None and not reached_kind and source == "graph" and possessed is None:
+                reaches_kind = _reaching(of_kind, labels, store.relation_ids[rids], far)
+                rank = rank + settings.answer_type * reaches_kind
             if hop == 1 and source == "graph" and possessed is None:
                 nearest = _nearest_named(placed_words, word_vectors, label_vectors[labels], settings)
                 if nearest is not None:
@@ -477,7 +521,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
                                "score": round(score, 4), "from": source, "noun": possessed, "back": walking_back})
-            if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings) and not walking_back:
+            if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings) and not walking_back \
+                    and not reaches_kind[order[0]]:
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
@@ -496,6 +541,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             else:
                 arrived = (True, False)
             frontier, head = targets, variable
+            reached_kind = reached_kind or (of_kind is not None and _mostly(of_kind, targets))
             walked_labels.append(best)
             # the hop rule weighs further hops against how well the question, not a noun, asks for the first
             first_score = float(question_fit[best]) if first_score is None else first_score

@@ -74,6 +74,7 @@ from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, O
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
+from kgr.ranking import named_types
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
 
@@ -624,12 +625,8 @@ class ChainScorer:
         rows, centroids = self._centroids
         type_names = self._numbers.type_names  # grows as chains take new steps: count the types seen so far
         if self._kind_names is None or len(self._kind_names) < len(type_names):
-            sims = reading.vectors[reading.answer_words] @ centroids.T  # kind words x graph types
-            best = sims.max(axis=1, keepdims=True)
-            named = sims >= best - settings.answer_type_margin
-            # a word close to every type alike names none ("who": people and their occupations), nor one near them all
-            runner_up = np.where(named, -np.inf, sims).max(axis=1, keepdims=True)
-            named &= np.isfinite(runner_up) & (best - runner_up >= settings.answer_type_clarity)
+            named = named_types(reading.vectors[reading.answer_words], centroids, settings.answer_type_margin,
+                                settings.answer_type_clarity)  # kind words x graph types
             self._kind_names = np.array([named[:, rows[t]].sum() if t in rows else 0 for t in type_names], dtype=float)
         return self._kind_names
 
