@@ -755,12 +755,17 @@ def write_vector_table(
 
 
 # The ANN index (`embedding.index_min_rows`): IVF-HNSW-SQ over cosine distance, one HNSW graph (m 16, ef_construction
-# 100) per IVF partition of about `INDEX_ROWS_PER_PARTITION` rows, vectors 8-bit scalar-quantized. A search probes
-# every partition with ef `INDEX_EF` (at least the candidates it re-ranks) and re-ranks `INDEX_REFINE` x k
-# candidates by their stored vectors, so the scores it returns are exact cosines (as the float16 vectors give them).
+# `INDEX_EF_CONSTRUCTION`) per IVF partition of about `INDEX_ROWS_PER_PARTITION` rows, vectors 8-bit
+# scalar-quantized. A search probes every partition with ef `INDEX_EF` (at least the candidates it re-ranks) and
+# re-ranks `INDEX_REFINE` x k candidates by their stored vectors, so the scores it returns are exact cosines (as the
+# float16 vectors give them).
 # At 1x bench/scale.py (487k relationships): built in ~2 min, recall@10 0.96 against the exact scan; IVF-PQ took 8-10
 # min to build and IVF-SQ / IVF-FLAT needed 80 of 256 partitions probed for 0.95 (docs/benchmarks.md "Scale").
 INDEX_ROWS_PER_PARTITION = 65536
+# building the HNSW graphs is nearly all of an index's build (IVF-SQ over the same partitions: 9 s of 164): on 655,360
+# of the 10x relationships ef_construction 100 -> 50 cost 33% less CPU at recall@10 0.983 -> 0.968-0.974 (two
+# builds); 30, or m 12, fell under 0.95 (docs/decisions.md "Scale")
+INDEX_EF_CONSTRUCTION = 50
 INDEX_EF = 100
 INDEX_REFINE = 10
 
@@ -776,7 +781,8 @@ def build_vector_index(directory: Path, name: str) -> dict:
     table = _connect(directory).open_table(name)
     rows = table.count_rows()
     params = {"type": "IVF_HNSW_SQ", "metric": "cosine", "rows": rows,
-              "num_partitions": max(1, round(rows / INDEX_ROWS_PER_PARTITION)), "m": 16, "ef_construction": 100,
+              "num_partitions": max(1, round(rows / INDEX_ROWS_PER_PARTITION)), "m": 16,
+              "ef_construction": INDEX_EF_CONSTRUCTION,
               "max_iterations": 10, "ef": INDEX_EF, "refine_factor": INDEX_REFINE}
     began = time.perf_counter()
     table.create_index("vector", config=IvfHnswSq(
