@@ -522,6 +522,28 @@ def test_a_word_naming_the_answers_kind_walks_on_to_it(places):
         == ["born in"]
 
 
+def test_no_constraint_walks_back_along_an_edge_that_bound_its_source(tmp_path):
+    # without passages an unsettled pool's best bind its variable all the same; the next constraint must not take
+    # those edges back to the anchor ("the organization that maintains [X]": X's maintainer, then its city)
+    plan = {"question": "In which country is the organization that maintains spindle-test based?", "source": "offline",
+            "answer": "?city", "constraints": [
+                {"head": "spindle-test", "relation": "maintained by", "tail": "?org",
+                 "variants": ["maintained by", "licensed under", "hosted on"]},
+                {"head": "?org", "relation": "headquartered in", "tail": "?city",
+                 "variants": ["headquartered in", "member of", "maintained by"]}]}
+    context = next(graph_context(tmp_path, [
+        ("spindle-test", "maintained_by", "Lanternworks Foundation"), ("spindle-test", "licensed_under", "MIT"),
+        ("spindle-test", "hosted_on", "Codeberg"), ("Lanternworks Foundation", "headquartered_in", "Lisbon"),
+        ("Mei-Ling Ou", "member_of", "Lanternworks Foundation"), ("pysable", "maintained_by", "Lanternworks Foundation"),
+        ("Lisbon", "located_in", "Portugal")]))
+    record = CSRAG(context).retrieve(query(plan["question"]), plan=plan)
+    first, second = record.trace["constraints"]
+    assert first["decision"] == "unresolved" and first["bound"]  # the case at hand: bound all the same
+    binding = {tuple(c["triple"]) for c in first["pool"] if c["triple"][2] in first["bound"]}
+    assert binding and not binding & {tuple(c["triple"]) for c in second["pool"]}
+    assert "spindle-test" not in record.trace["bindings"]["?city"]
+
+
 def test_the_planner_reads_its_tunables_from_the_config(family):
     # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
     import copy

@@ -386,9 +386,9 @@ class CSRAG:
         used_rids: set[int] = set()
 
         def on_decided(state: ConstraintState) -> None:
-            # Triples that bound a variable are not candidates again (no walking back along the edge just taken).
-            if state.status == "resolved":
-                used_rids.update(c.rid for c in state.pool if c.far in state.bound)
+            # Triples that bound a variable are not candidates again (no walking back along the edge just taken),
+            # also an unsettled pool's best binding it on a graph without passages
+            used_rids.update(c.rid for c in state.pool if c.far in state.bound)
 
         retrieved: set[int] = set()
 
