@@ -41,7 +41,8 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    Each noun of the possessive chain after a mention ("[X]'s sister's husband") names one hop, in order, once per
    generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`):
    such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
-   fitting the residual, and the hop rule does not cut it. English names one relation per such noun, however little
+   fitting the residual, its variants only the labels within `global_margin` of that fit, and the hop rule does not
+   cut it. English names one relation per such noun, however little
    the encoder makes of it ("grandparents" is 0.29 from `born in` as a residual, 0.45 from `child of` as a noun).
    A sharing cue ("other", "same", "share", "also", "co-"; `lexicon.CUE_WORDS`) says the answer shares something
    with the anchor: where the chain would end, it walks its last label back once ("which other packages share [X]'s
@@ -79,8 +80,8 @@ if TYPE_CHECKING:
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
-# answer's kind leads the walk to that kind
-PLAN_VERSION = 7
+# answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun
+PLAN_VERSION = 8
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -530,7 +531,9 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             used_names[word] += 1
             variable = f"?{word}{used_names[word]}"
             top = order[:max(1, variants)]
-            if source == "vocabulary":  # only near-synonyms: other relations would bind whatever the anchor has
+            # only near-synonyms: other relations would bind whatever the anchor has (from the vocabulary), or what a
+            # possessed noun does not name ("[X]'s grandchildren": not X's sex or birthplace)
+            if source == "vocabulary" or possessed is not None:
                 top = [i for i in top if rank[i] >= rank[order[0]] - margin]
             words = [index.label_words[int(labels[i])] for i in top]
             constraints.append(Constraint(head, index.label_words[best], variable, words))
