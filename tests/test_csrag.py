@@ -522,6 +522,7 @@ def test_a_word_naming_the_answers_kind_walks_on_to_it(places):
     question = query("In which country was [Tove Lund] born?")
     plan = plan_question(places, question)
     assert [k.relation for k in plan.constraints] == ["born in", "located in"]
+    assert "hop 2: located in" in plan.reason and "to the answer's kind" in plan.reason
     assert "Sweden" in CSRAG(places).retrieve(question).entities
     config = copy.deepcopy(places.config)
     config.csrag.answer_type = 0.0  # off

@@ -42,8 +42,8 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`):
    such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
    fitting the residual, its variants only the labels within `global_margin` of that fit, and the hop rule does not
-   cut it. English names one relation per such noun, however little
-   the encoder makes of it ("grandparents" is 0.29 from `born in` as a residual, 0.45 from `child of` as a noun).
+   cut it. English names one relation per such noun, however little the encoder makes of it ("grandparents" is 0.29
+   from `born in` as a residual, 0.45 from `child of` as a noun).
    A sharing cue ("other", "same", "share", "also", "co-"; `lexicon.CUE_WORDS`) says the answer shares something
    with the anchor: where the chain would end, it walks its last label back once ("which other packages share [X]'s
    license": out along `licensed under` and back to the packages), as the offline policy's `sharing_bonus` reads it.
@@ -521,7 +521,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                                         order[labels[order] != walked_labels[-1]]])
             best, score = int(labels[order[0]]), float(sims[order[0]])
             hops_trace.append({"mention": mention, "hop": hop, "label": index.label_words[best],
-                               "score": round(score, 4), "from": source, "noun": possessed, "back": walking_back})
+                               "score": round(score, 4), "from": source, "noun": possessed, "back": walking_back,
+                               "kind": bool(reaches_kind[order[0]])})
             if hop > 1 and possessed is None and score < _hop_floor(hop, first_score, settings) and not walking_back \
                     and not reaches_kind[order[0]]:
                 break
@@ -557,6 +558,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 reason="; ".join(f"{h['mention']} hop {h['hop']}: {h['label']} ({h['score']}"
                                   + (f", for {h['noun']!r}" if h["noun"] else "")
                                   + (", back: a sharing cue" if h["back"] else "")
+                                  + (", to the answer's kind" if h["kind"] else "")
                                   + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
                                   for h in hops_trace), warnings=warnings)
     return plan
