@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
 
@@ -313,12 +314,17 @@ class GraphStore:
         graph they are most of the entity table)."""
         return self._text_column("SELECT description FROM entities ORDER BY eid")
 
-    def warm(self) -> None:
-        """Load everything retrieval touches, so per-question latency excludes initialization."""
-        _ = self.entity_vectors, self.relationship_vectors, self.relationship_texts, self.name_index
+    def warm(self, matrices: Collection[str] | None = None) -> None:
+        """Load everything retrieval touches, so per-question latency excludes initialization; of the vector tables,
+        only the matrices of `matrices` (None: every table's; a method searching a table through its ANN index alone
+        needs none: the 10x relationships' is 3.5 GiB)."""
+        tables = [t for t in VECTOR_MATRICES if t != "passages" or self.passages]
+        for table in tables if matrices is None else [t for t in tables if t in matrices]:
+            getattr(self, VECTOR_MATRICES[table])
+        _ = self.relationship_texts, self.name_index
         _ = self.descriptions  # the packed context's entity lines
         if self.passages:
-            _ = self.passage_vectors, self.entity_passages, self.relationship_passages, self.entity_source_passages
+            _ = self.entity_passages, self.relationship_passages, self.entity_source_passages
         self.encoder.encode_query("warm up")
 
     def adjacency(self) -> dict[int, list[tuple[int, int]]]:

@@ -229,3 +229,12 @@ def test_a_changed_planning_setting_plans_again_and_another_does_not(context):
     assert stored_plans(changed(max_hops=1), "csrag", queries).keys() == {"q1", "q2"}
     assert run_plans(changed("anchors", min_similarity=0.9), "csrag", queries) == (2, 0)  # the planner's anchors
     assert run_plans(context, "csrag", queries) == (0, 2)  # the plans of the first key are still there
+
+
+def test_a_run_holds_the_vector_matrices_its_method_reads(metaqa_project):
+    from kgr.methods.runner import open_run
+
+    matrices = {"entity_vectors", "relationship_vectors"}
+    with Project.open(metaqa_project) as project:
+        assert not matrices & set(vars(open_run(project, "bm25").store))  # texts only
+        assert matrices <= set(vars(open_run(project, "vss").store))  # no ANN index here: it scans both tables

@@ -141,3 +141,28 @@ def test_vss_ranks_an_indexed_tables_hits_only_in_their_order(tmp_path):
         record = vss.retrieve(Query("q", "which entity"))
         packed = [(p["entities"][0], p["relations"][0], p["entities"][1]) for p in record.paths]
         assert packed == [store.triple(int(r)) for r in ids[:len(packed)]] and packed
+
+
+def test_a_method_holds_only_the_matrices_it_scans(tmp_path):
+    # VSS searches an indexed table through its index alone and BM25 reads texts: neither holds those tables'
+    # matrices (the 10x relationships' is 3.5 GiB); a store warmed without a table's matrix never reads it
+    from kgr.methods.baselines import BM25, VSS
+    from kgr.store import GraphStore
+
+    class QueryEncoder(HashEncoder):
+        def encode_query(self, text):
+            return self.encode([text])[0]
+
+    Project.init(tmp_path / "p", {"embedding.index_min_rows": 500})  # the relationships (500 rows) only
+    with Project.open(tmp_path / "p", write=True) as project:
+        store_graph(project, tables_of(100, 500), started=0.0, input_fingerprint="fp", encoder=HashEncoder())
+    with Project.open(tmp_path / "p") as project:
+        store = GraphStore(project, encoder=QueryEncoder())
+        assert VSS.held_matrices(store) == ("entities",) and BM25.held_matrices(store) == ()
+        store.warm(VSS.held_matrices(store))
+        assert "entity_vectors" in vars(store) and "relationship_vectors" not in vars(store)
+        store = GraphStore(project, encoder=QueryEncoder())
+        store.warm(BM25.held_matrices(store))
+        assert not {"entity_vectors", "relationship_vectors"} & set(vars(store))
+        store.warm()  # every table's, as before
+        assert {"entity_vectors", "relationship_vectors"} <= set(vars(store))

@@ -49,6 +49,7 @@ class RunContext:
     stage: str
     use_cache: bool = True
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    matrices: tuple[str, ...] | None = None  # the vector tables whose matrices are held (None: all)
 
     def __post_init__(self) -> None:
         if self.stage in TIMED_STAGES:
@@ -58,7 +59,7 @@ class RunContext:
         """Load what the first question would otherwise load on its clock: vectors, encoder, token counter."""
         from kgr.methods.budget import token_counter
 
-        self.store.warm()
+        self.store.warm(self.matrices)
         token_counter(self.config.budget.encoding)("warm up")  # tiktoken reads its encoding on first use (~0.9 s)
 
     @property

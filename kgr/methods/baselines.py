@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import ClassVar, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k
+
+if TYPE_CHECKING:
+    from kgr.store import GraphStore
 
 
 # A table's scores for a question: every row's (indexed by row id), or (ids, scores) of some rows only
@@ -176,6 +179,11 @@ class BM25(_Baseline):
     name = "bm25"
     normalize_scores = True
 
+    @staticmethod
+    def held_matrices(store: GraphStore) -> tuple[str, ...]:
+        """None: BM25 reads texts only."""
+        return ()
+
     def __init__(self, context: RunContext):
         super().__init__(context)
         store = self.store
@@ -225,6 +233,11 @@ class VSS(_Baseline):
 
     name = "vss"
 
+    @staticmethod
+    def held_matrices(store: GraphStore) -> tuple[str, ...]:
+        """The tables VSS scans: those without an ANN index (an indexed one is searched through it alone)."""
+        return tuple(table for table in ("entities", "relationships") if not store.has_index(table))
+
     def __init__(self, context: RunContext):
         super().__init__(context)
         store = self.store
@@ -269,6 +282,11 @@ class DensePassages:
 
     name: ClassVar[str] = "dpr"
     needs_reach: ClassVar[bool] = False
+
+    @staticmethod
+    def held_matrices(store: GraphStore) -> tuple[str, ...]:
+        """The passages' matrix, unless they are searched through their ANN index."""
+        return () if store.has_index("passages") else ("passages",)
 
     @staticmethod
     def check_store(project, store) -> None:
