@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from collections.abc import Collection
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 

@@ -181,7 +181,7 @@ class BM25(_Baseline):
 
     @staticmethod
     def held_matrices(store: GraphStore) -> tuple[str, ...]:
-        """None: BM25 reads texts only."""
+        """No matrix: BM25 reads texts only."""
         return ()
 
     def __init__(self, context: RunContext):
