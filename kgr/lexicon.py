@@ -220,6 +220,11 @@ def bounded(text: str, start: int, end: int) -> bool:
     return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
 
 
+def sharing_cue(words: list[tuple[str, float]]) -> bool:
+    """True when the question's words (`question_words`) say the answer shares something with the anchor."""
+    return any(w in CUE_WORDS for w, _ in words)
+
+
 # -- a question's words by their distance from a mention (the offline policy's reading, CS-RAG's first hop) ----------
 def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
     """Content words outside the anchor's mention, each with its distance (in words) from the mention.

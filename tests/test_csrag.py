@@ -393,6 +393,17 @@ def test_a_relation_missing_around_the_anchor_is_planned_from_the_vocabulary(off
     assert record.trace["constraints"][0]["constraint"]["relation"] == "spouse" and "Dui Finn" in record.passages
 
 
+def with_csrag(context, **settings):
+    """`context` with these csrag settings changed (a copy: the module fixtures stay as they are)."""
+    import copy
+    import dataclasses
+
+    config = copy.deepcopy(context.config)
+    for name, value in settings.items():
+        setattr(config.csrag, name, value)
+    return dataclasses.replace(context, config=config)
+
+
 def graph_context(root: Path, triples: list[tuple[str, str, str]], passages: dict[str, str] | None = None):
     """A retrieve RunContext over a project ingested from `triples` (and `passages`, title -> text) under `root`
     (yields; closes the project)."""
@@ -480,15 +491,10 @@ def packages(tmp_path_factory):
 def test_the_word_nearest_the_mention_names_the_first_hop(packages):
     # "first released" fits the question better than "depends on", but "depends" is next to the mention: English
     # nests relations outward from it, so the packages come first and their release years after
-    import copy
-    import dataclasses
-
     question = query("When were the packages that [alpha-kit] depends on first released?")
     plan = plan_question(packages, question)
     assert [k.relation for k in plan.constraints][:2] == ["depends on", "first released"]
-    config = copy.deepcopy(packages.config)
-    config.csrag.nearest_similarity = 2.0  # off: the residual alone picks the first hop
-    off = plan_question(dataclasses.replace(packages, config=config), question)
+    off = plan_question(with_csrag(packages, nearest_similarity=2.0), question)  # off: the residual alone decides
     assert off.constraints[0].relation == "first released"
 
 
@@ -516,21 +522,25 @@ def places(tmp_path_factory):
 def test_a_word_naming_the_answers_kind_walks_on_to_it(places):
     # "country" names the type the towns' `located in` leads to (its members' mean vector is nearest the word), so
     # the chain goes on from the town, which the hop rule alone would not
-    import copy
-    import dataclasses
-
     question = query("In which country was [Tove Lund] born?")
     plan = plan_question(places, question)
     assert [k.relation for k in plan.constraints] == ["born in", "located in"]
     assert "hop 2: located in" in plan.reason and "to the answer's kind" in plan.reason
     assert "Sweden" in CSRAG(places).retrieve(question).entities
-    config = copy.deepcopy(places.config)
-    config.csrag.answer_type = 0.0  # off
-    assert [k.relation for k in plan_question(dataclasses.replace(places, config=config), question).constraints] \
-        == ["born in"]
+    assert [k.relation for k in plan_question(with_csrag(places, answer_type=0.0), question).constraints] == ["born in"]
 
 
-def test_no_constraint_walks_back_along_an_edge_that_bound_its_source(tmp_path):
+@pytest.fixture(scope="module")
+def maintainers(tmp_path_factory):
+    """A package, its maintainer organization, that organization's city and the city's country; no passages."""
+    yield from graph_context(tmp_path_factory.mktemp("maintainers"), [
+        ("spindle-test", "maintained_by", "Lanternworks Foundation"), ("spindle-test", "licensed_under", "MIT"),
+        ("spindle-test", "hosted_on", "Codeberg"), ("Lanternworks Foundation", "headquartered_in", "Lisbon"),
+        ("Mei-Ling Ou", "member_of", "Lanternworks Foundation"),
+        ("pysable", "maintained_by", "Lanternworks Foundation"), ("Lisbon", "located_in", "Portugal")])
+
+
+def test_no_constraint_walks_back_along_an_edge_that_bound_its_source(maintainers):
     # without passages an unsettled pool's best bind its variable all the same; the next constraint must not take
     # those edges back to the anchor ("the organization that maintains [X]": X's maintainer, then its city)
     plan = {"question": "In which country is the organization that maintains spindle-test based?", "source": "offline",
@@ -539,12 +549,7 @@ def test_no_constraint_walks_back_along_an_edge_that_bound_its_source(tmp_path):
                  "variants": ["maintained by", "licensed under", "hosted on"]},
                 {"head": "?org", "relation": "headquartered in", "tail": "?city",
                  "variants": ["headquartered in", "member of", "maintained by"]}]}
-    context = next(graph_context(tmp_path, [
-        ("spindle-test", "maintained_by", "Lanternworks Foundation"), ("spindle-test", "licensed_under", "MIT"),
-        ("spindle-test", "hosted_on", "Codeberg"), ("Lanternworks Foundation", "headquartered_in", "Lisbon"),
-        ("Mei-Ling Ou", "member_of", "Lanternworks Foundation"), ("pysable", "maintained_by", "Lanternworks Foundation"),
-        ("Lisbon", "located_in", "Portugal")]))
-    record = CSRAG(context).retrieve(query(plan["question"]), plan=plan)
+    record = CSRAG(maintainers).retrieve(query(plan["question"]), plan=plan)
     first, second = record.trace["constraints"]
     assert first["decision"] == "unresolved" and first["bound"]  # the case at hand: bound all the same
     binding = {tuple(c["triple"]) for c in first["pool"] if c["triple"][2] in first["bound"]}
@@ -554,15 +559,9 @@ def test_no_constraint_walks_back_along_an_edge_that_bound_its_source(tmp_path):
 
 def test_the_planner_reads_its_tunables_from_the_config(family):
     # csrag.max_hops, once a module constant: one hop allowed, the chain stops at the mother
-    import copy
-    import dataclasses
-
-    config = copy.deepcopy(family.config)
-    config.csrag.max_hops = 1
     question = query("When was Anna Berg's mother born?")
     assert [k.relation for k in plan_question(family, question).constraints] == ["mother", "date of birth"]
-    assert [k.relation for k in plan_question(dataclasses.replace(family, config=config), question).constraints] == [
-        "mother"]
+    assert [k.relation for k in plan_question(with_csrag(family, max_hops=1), question).constraints] == ["mother"]
 
 
 def test_an_entity_without_edges_is_not_taken_for_a_leaf(family):

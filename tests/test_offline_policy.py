@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from kgr.config import OfflineConfig
-from kgr.lexicon import OFFLINE_STOP_WORDS, question_words
+from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
 from kgr.methods.dotrag.chain_cache import stacked
-from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, sharing_cue, step_query, step_texts
+from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, step_query, step_texts
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14

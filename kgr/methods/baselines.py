@@ -303,8 +303,6 @@ class DensePassages:
         self.budget = int(context.config.budget.tokens)
         self.count = token_counter(context.config.budget.encoding)
         self.count("warm up")  # load the tokenizer's encoding now, outside per-question latency
-        if not self.store.has_index("passages"):
-            _ = self.store.passage_vectors  # loaded now, not inside the first question's latency
         self.store.encoder.encode_query("warm up")  # load the model now, not inside the first question's latency
 
     def retrieve(self, query: Query) -> RetrievalRecord:

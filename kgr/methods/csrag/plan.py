@@ -64,10 +64,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import (CUE_WORDS, MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, possessive_chain,
-                         question_words, tokens, whole_word)
+from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, possessive_chain,
+                         question_words, sharing_cue, tokens, whole_word)
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
@@ -354,8 +355,9 @@ def _drop_words(text: str, words: str) -> str:
 
 
 # how close to its best type a kind word's other types must be to be named too, and how far every type it does not
-# name must trail it: the offline policy's answer_type_margin and answer_type_clarity defaults
-KIND_MARGIN, KIND_CLARITY = 0.1, 0.15
+# name must trail it: the offline policy's answer_type_margin and answer_type_clarity defaults (CS-RAG's plans depend on
+# the csrag section only, so not the project's offline settings)
+KIND_MARGIN, KIND_CLARITY = OfflineConfig().answer_type_margin, OfflineConfig().answer_type_clarity
 
 
 def _kind_named_entities(store: GraphStore, question: str, vectors: TextVectors,
@@ -433,7 +435,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
         placed_words = question_words(query.text, mention)  # by distance from the mention
-        sharing = any(word in CUE_WORDS for word, _ in placed_words)
+        sharing = sharing_cue(placed_words)
         anchors = list(index.match_anchors(mention, settings.anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention
         first_score = None

@@ -70,18 +70,13 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         answer_kind_words, possessed_words, question_words)
+                         answer_kind_words, possessed_words, question_words, sharing_cue)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 from kgr.ranking import named_types
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
-
-
-def sharing_cue(words: list[tuple[str, float]]) -> bool:
-    """True when the question says the answer shares something with the anchor."""
-    return any(w in CUE_WORDS for w, _ in words)
 
 
 class OfflinePolicy(Policy):
