@@ -218,6 +218,14 @@ class OfflineConfig:
     # score term: the word nearest the mention belongs to the first step ("which person wrote the films acted by
     # [X]": acting first, though the mean distances can hide it; 0.2 and 0.3 hurt)
     nearest_cost: float = ranged(0.1, 0.0)
+    # what a step no word names costs instead of `unsupported` when it is a bridge: the next step's relation does not
+    # leave where it starts, so the question can name only the next ("which country is [X] in", X a college with a
+    # city; "[X]'s publishers", X a writer of books); equal to `unsupported` = off
+    bridge_cost: float = ranged(0.3, 0.0)
+    # a step some word fits within this much of that word's best step is supported (not `unsupported`): the encoder's
+    # small preferences between two labels are noise ("which writers has [X] published": `author` 0.60 over
+    # `publisher` 0.57 for "published" left the first step unsupported); 0 = only the best step
+    support_margin: float = ranged(0.05, 0.0, 2.0)
     # a word places its step in the sentence only if it prefers it by this much (`who` fits an actor and a movie almost
     # equally and says nothing about order); also how clearly a passive verb must name one of the anchor's types
     order_margin: float = ranged(0.05, 0.0, 2.0)

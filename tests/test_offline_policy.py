@@ -482,12 +482,17 @@ def test_a_role_noun_counts_from_appositive_similarity(threshold, to_actors):
              "starred actors": 0.3 * e[3] + np.sqrt(1 - 0.3**2) * e[2]}
     schema = {"writer": [("written_by", "movie")], "actor": [("starred_actors", "movie")],
               "movie": [("starred_actors", "actor"), ("written_by", "writer")]}
-    pol = OfflinePolicy(lookup(table), schema,
-                        settings=OfflineConfig(appositive_similarity=threshold))
     options = [TrajectoryOption("actor", 9, ["starred_actors"]), TrajectoryOption("writer", 2, ["written_by"])]
-    step = pol.review("q", "who are the actors of the screenwriter [Stan Mann]", anchor("Stan Mann", "writer"),
-                      [hop(1, "written_by", "movie")], options, 3)
-    assert (isinstance(step, Continue) and options[step.option].type == "actor") == to_actors
+
+    def to_the_actors(**settings) -> bool:
+        pol = OfflinePolicy(lookup(table), schema, settings=OfflineConfig(appositive_similarity=threshold, **settings))
+        step = pol.review("q", "who are the actors of the screenwriter [Stan Mann]", anchor("Stan Mann", "writer"),
+                          [hop(1, "written_by", "movie")], options, 3)
+        return isinstance(step, Continue) and options[step.option].type == "actor"
+
+    assert to_the_actors(bridge_cost=1.0) == to_actors  # the role word alone (bridges off)
+    # `starred_actors` does not leave a writer: the first step is a bridge to it, role word or not
+    assert to_the_actors()
 
 
 def test_the_agent_of_a_passive_verb_leaves_by_its_role():
@@ -910,3 +915,72 @@ def test_a_word_near_several_types_names_those_within_the_margin_and_none_when_a
     unclear = _chain_scores("which country was [Ada] born in", both, answer_type=0.2, answer_type_margin=0.1,
                             answer_type_clarity=0.3)
     assert unclear == off
+
+
+def _scores(schema, embed, question: str, where: AnchorOption, centroids=None,
+            **settings) -> dict[tuple[str, ...], float]:
+    """Every chain of up to three steps from the anchor, by its relations, with its score under these settings."""
+    pol = OfflinePolicy(embed, schema, settings=OfflineConfig(**settings), type_centroids=centroids)
+    scorer = pol._scorer(question, where)
+    ids, lengths = stacked([scorer.tails(t, 3) for t in where.types])
+    return {tuple(pol._steps.steps[i][0] for i in row[:n]): float(v)
+            for row, n, v in zip(ids.tolist(), lengths.tolist(), scorer.rows(ids, lengths)) if n}
+
+
+# A schema-less publishing graph: books have a publisher and an author (types named after their roles, no words).
+PUBLISHING = {"publisher:object": [("publisher", "publisher:subject")],
+              "publisher:subject": [("author", "author:object"), ("publisher", "publisher:object")],
+              "author:object": [("author", "publisher:subject")]}
+
+
+def _near_table() -> dict[str, np.ndarray]:
+    # cosines all-MiniLM-L6-v2 gives: "published" fits `author` 0.60 and `publisher` 0.57, "writers" 0.62 and 0.53
+    e = np.eye(4, dtype=np.float32)
+    rest = lambda a, b: np.sqrt(1 - a * a - b * b)  # noqa: E731
+    return {"author": e[0], "publisher": e[1], "writers": 0.62 * e[0] + 0.53 * e[1] + rest(0.62, 0.53) * e[2],
+            "published": 0.60 * e[0] + 0.57 * e[1] + rest(0.60, 0.57) * e[3]}
+
+
+def test_a_word_nearly_as_like_another_step_gives_that_step_a_word_of_its_own():
+    maison = anchor("Maison Verlaine", "publisher:object")
+    question = "which writers has [Maison Verlaine] published"
+    # (bridges off: `author` does not leave a publisher, so the first step is also a bridge to it)
+    strict = _scores(PUBLISHING, lookup(_near_table()), question, maison, support_margin=0.0, bridge_cost=1.0)
+    near = _scores(PUBLISHING, lookup(_near_table()), question, maison, support_margin=0.05, bridge_cost=1.0)
+    # both words prefer `author`, but "published" fits `publisher` within 0.05: the first step is no detour
+    assert strict[("publisher", "author")] - near[("publisher", "author")] == pytest.approx(-1.0)
+    # an exact tie is the same label walked back: it names no other step
+    assert near[("publisher", "publisher")] == strict[("publisher", "publisher")]
+    # a margin smaller than the encoder's preference (0.03) leaves the step unsupported
+    assert _scores(PUBLISHING, lookup(_near_table()), question, maison, support_margin=0.02, bridge_cost=1.0) == strict
+
+
+def test_one_word_never_supports_two_steps():
+    maison = anchor("Maison Verlaine", "publisher:object")
+    question = "what has [Maison Verlaine] published"  # one content word for a chain of two steps
+    strict = _scores(PUBLISHING, lookup(_near_table()), question, maison, support_margin=0.0, bridge_cost=1.0)
+    assert _scores(PUBLISHING, lookup(_near_table()), question, maison, support_margin=0.05, bridge_cost=1.0) == strict
+
+
+# A college lies in a city, a city in a country: no question word names the first step.
+COLLEGES = {"city:subject": [("city", "city:object")],
+            "city:object": [("country", "country:object"), ("city", "city:subject")],
+            "country:object": [("country", "city:object")]}
+
+
+def test_a_bridge_to_where_the_named_step_leaves_costs_bridge_cost_not_unsupported():
+    e = np.eye(3, dtype=np.float32)
+    table = {"country": e[0], "city": 0.54 * e[0] + np.sqrt(1 - 0.54**2) * e[1],  # "country" ~ `city` 0.54
+             " ": e[2]}  # the anchor's type has no words
+    college = anchor("Fjordheim College", "city:subject")
+    question = "which country is [Fjordheim College] in"
+    # the members say what the types hold: "country" names the countries (`answer_type`)
+    centroids = (["city:object", "country:object", "city:subject"], e[[1, 0, 2]])
+    bridged = _scores(COLLEGES, lookup(table), question, college, centroids, bridge_cost=0.3)
+    off = _scores(COLLEGES, lookup(table), question, college, centroids, bridge_cost=1.0)
+    # `country` does not leave a college: `city` is the only way to it, so the chain reaches the country
+    assert bridged[("city", "country")] - off[("city", "country")] == pytest.approx(0.7)
+    assert max(bridged, key=bridged.get) == ("city", "country")
+    assert max(off, key=off.get) == ("city",)
+    # a step back to where the chain has stood is a detour: (city, country, country) goes on to the country and back
+    assert bridged[("city", "country", "country")] == off[("city", "country", "country")]

@@ -9,7 +9,7 @@ comments give its reason), summed in this order (`ChainScorer`: one method per t
     score = sum over words w of max over steps i of sim(w, step i)                            (explained)
             - step_cost * len(chain)
             + role_bonus * [the first step is the way out the anchor's role names]
-            - unsupported * [a step explains no word best]
+            - unsupported * [a step has no word of its own]            (bridge_cost if each such step is a bridge)
             - agent_cost * [the anchor is a passive verb's agent and the chain leaves by another role]
             - order_cost * [order inversions]
             - nearest_cost * [the placed word nearest the mention is not the first step's]
@@ -28,6 +28,13 @@ directed by), so a first step along that relation counts as supported ("who are 
 is two steps, though no other word names the first) and gets `role_bonus`. Likewise the mention after "by" is
 the agent of the verb before it: "the films acted by [X]", for an X who acts and writes, leaves X by the way out of
 the type the verb names (acting), and other first steps pay `agent_cost`.
+A step has a word of its own when each step of the chain can be given a different word that it explains best or
+nearly as well (within `support_margin`, at a cosine of at least `nearest_explained`; not the answer-kind words, not
+the same label walked again): the encoder's small preferences are noise ("which writers has [X] published":
+"published" fits `author` 0.60 and `publisher` 0.57), but one word never stands for two steps. A step no word names
+is a detour, unless it is a bridge: the next step's relation leaves none of the types the chain has stood at, so
+the question could only name the next ("which country is [X] in" for a college with a city; "[X]'s publishers" for
+a writer, whose books have them); a bridge costs `bridge_cost` instead of `unsupported`.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
@@ -63,6 +70,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from itertools import combinations
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -495,6 +503,7 @@ class ChainGroup:
     last_types: np.ndarray  # per chain, its last step's type number
     leaves_by_role: np.ndarray | None  # per chain, whether it leaves by the role's way out (None: no role word)
     placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
+    bridges: np.ndarray | None  # steps x chains: the next step's relation does not leave where this one starts
 
 
 class ChainScorer:
@@ -519,6 +528,7 @@ class ChainScorer:
         self._tails = tails
         self.distance = np.array([d for _, d in reading.words], dtype=float)  # per word, from the mention
         self._affinities: dict[str, float] = {}  # a walk's every review orders the same relations again
+        self._leaving_memo: dict[int, np.ndarray] = {}  # per type number, the relations leaving it (`_leaving`)
 
     def __call__(self, chains: list[Chain]) -> np.ndarray:
         """Scores of chains given as steps."""
@@ -558,8 +568,15 @@ class ChainScorer:
         return self.settings.role_bonus * group.leaves_by_role
 
     def unsupported(self, group: ChainGroup) -> np.ndarray:
-        """`unsupported` when some step explains no word best (nor a sharing cue, nor the anchor's role)."""
-        return self.settings.unsupported * (~group.supported).any(axis=0)
+        """`unsupported` when some step explains no word best (nor a sharing cue, nor the anchor's role); only
+        `bridge_cost` when each such step is a bridge, the way to where a named step leaves from ("which country is
+        [X] in" for a college with a city: no word names `city`, and `country` does not leave a college)."""
+        unsupported = ~group.supported
+        if group.bridges is None:
+            return self.settings.unsupported * unsupported.any(axis=0)
+        detour = (unsupported & ~group.bridges).any(axis=0)
+        bridged = unsupported.any(axis=0) & ~detour
+        return self.settings.unsupported * detour + self.settings.bridge_cost * bridged
 
     def agent_cost(self, group: ChainGroup) -> np.ndarray | None:
         """`agent_cost` for leaving other than by the way out a passive verb names ("the films acted by [X]")."""
@@ -665,13 +682,47 @@ class ChainScorer:
             if reading.role_relation is not None:  # "the director [X]": X's directing is the way out
                 leaves_by_role = first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
                 supported[0] |= leaves_by_role
+            if settings.support_margin and length > 1:
+                relations = np.array(self._numbers.relation)[ids]  # chains x steps
+                content = np.ones(len(reading.words), dtype=bool)
+                content[reading.answer_words] = False  # "who" fits any step a little: the answer's kind, no step
+                supported |= _matched(sims, credit, best_step, relations, supported & ~(counts > 0), content,
+                                      settings.support_margin, settings.nearest_explained)[None, :]
             placed = None
             if length > 1:
                 # only words one step clearly explains best say where that step sits in the sentence
                 top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
                 placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
+            bridges = self._bridges(ids) if length > 1 and settings.bridge_cost != settings.unsupported else None
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
-                                      first_relations, last_types, leaves_by_role, placed)
+                                      first_relations, last_types, leaves_by_role, placed, bridges)
+
+    def _bridges(self, ids: np.ndarray) -> np.ndarray:
+        """steps x chains: the steps that are the only way to the next step: its relation leaves none of the types the
+        chain has stood at so far (the anchor's, and each earlier step's target). Going out and back to take a
+        relation the anchor has itself ("the language and genre of [X]") is no bridge."""
+        numbers = self._numbers
+        relations, types = np.array(numbers.relation)[ids], np.array(numbers.type)[ids]  # chains x steps
+        bridges = np.zeros((ids.shape[1], ids.shape[0]), dtype=bool)
+        for k in range(ids.shape[1] - 1):
+            following = relations[:, k + 1]
+            bridge = ~np.isin(following, self._leaving(-1))
+            for j in range(k):
+                for start in np.unique(types[:, j]).tolist():
+                    rows = types[:, j] == start
+                    bridge[rows] &= ~np.isin(following[rows], self._leaving(start))
+            bridges[k] = bridge
+        return bridges
+
+    def _leaving(self, type_number: int) -> np.ndarray:
+        """The numbers of the relations leaving a type in the schema the chains follow (-1: the anchor's types)."""
+        found = self._leaving_memo.get(type_number)
+        if found is None:
+            names = self.anchor_types if type_number < 0 else [self._numbers.type_names[type_number]]
+            found = self._leaving_memo[type_number] = np.array(sorted(
+                {self._numbers.relation_numbers.get(r, -1) for t in names for r, _ in self.schema.get(t, [])}),
+                dtype=np.int64)
+        return found
 
     def similarities(self, steps: list[tuple[str, str]]) -> np.ndarray:
         """words x steps: each word's best cosine with the step's relation phrase or type phrase (`step_texts`); a word
@@ -783,6 +834,36 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
             credit[word] = np.where(found, sims[rows, np.minimum(position, length - 1)], 0.0)
         else:
             best_step[word], credit[word] = -1, 0.0
+
+
+def _matched(sims: np.ndarray, credit: np.ndarray, best_step: np.ndarray, relations: np.ndarray,
+             wordless: np.ndarray, content: np.ndarray, margin: float, floor: float) -> np.ndarray:
+    """Per chain, whether every step gets a word of its own when a word may stand for its best step or for one it
+    fits nearly as well (within `margin`, and at least `floor`): the encoder's small preferences between two labels
+    are noise ("which writers has [X] published": `author` fits "published" 0.60, `publisher` 0.57, which left
+    `publisher` no word). Steps supported without a word (`wordless`: a sharing cue, the anchor's role) need none;
+    only `content` words stand for a step other than their best.
+    Hall's condition over every set of the other steps: one word never supports two steps, and a word stands only for
+    steps of other relations than its best ("release dates" fits the way back along `release_year` as well as the
+    way there, and names it once) whose phrases fit it less (an exact tie is the same phrase: "films" fits every
+    step reaching a `movie` alike)."""
+    length = sims.shape[2]
+    chain = np.arange(sims.shape[1])
+    best_relation = relations[chain[None, :], np.maximum(best_step, 0)]  # words x chains
+    near = ((sims >= credit[:, :, None] - margin) & (sims < credit[:, :, None]) & (sims >= floor)
+            & ((best_step >= 0) & content[:, None])[:, :, None]
+            & (relations[None, :, :] != best_relation[:, :, None]))  # words x chains x steps
+    owned = best_step[None, :, :] == np.arange(length)[:, None, None]  # steps x words x chains
+    candidates = owned | np.moveaxis(near, 2, 0)
+    needs = ~wordless  # steps x chains
+    matched = np.ones(needs.shape[1], dtype=bool)
+    for size in range(1, length + 1):
+        for subset in combinations(range(length), size):
+            rows = list(subset)
+            wanted = needs[rows].sum(axis=0)  # the subset's steps that need a word, per chain
+            offered = (candidates[rows] & needs[rows][:, None, :]).any(axis=0).sum(axis=0)
+            matched &= offered >= wanted
+    return matched
 
 
 def _inversions(means: np.ndarray) -> np.ndarray:

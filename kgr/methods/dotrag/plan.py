@@ -22,7 +22,8 @@ from kgr.errors import KgrError
 # 6: the offline policy's answer_type term (the words naming the answer's kind against the last type's members)
 # 7: the offline policy hedges when its best chain leaves the word nearest the mention unexplained (nearest_explained)
 # 8: the offline policy reads a generational noun as its kin noun once per generation ("grandparents")
-PLAN_VERSION = 8
+# 9: a word supports a step it fits nearly as well as its best (support_margin); a bridge costs bridge_cost
+PLAN_VERSION = 9
 
 
 @dataclass(frozen=True)
