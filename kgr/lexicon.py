@@ -226,6 +226,20 @@ def sharing_cue(words: list[tuple[str, float]]) -> bool:
 
 
 # -- a question's words by their distance from a mention (the offline policy's reading, CS-RAG's first hop) ----------
+def around_mention(question: str, anchor_name: str) -> tuple[str, str]:
+    """The question's text before and after the anchor's mention (the bracketed one naming the anchor, else the
+    first; else the name found unbracketed), other mentions blanked out."""
+    mentions = list(MENTION.finditer(question))
+    mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
+                   mentions[0] if mentions else None)
+    if mention:
+        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
+        return left, right
+    lowered, name = question.lower(), anchor_name.lower()
+    at = lowered.find(name)
+    return (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
+
+
 def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
     """Content words outside the anchor's mention, each with its distance (in words) from the mention.
 
@@ -233,18 +247,9 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
     other entities, not the way to the answer. A `co-` prefix is a sharing cue: `co-starred` gives the word
     `starred` and the cue word `co`.
     """
-    mentions = list(MENTION.finditer(question))
-    mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
-                   mentions[0] if mentions else None)
-    if mention:
-        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
-    else:
-        lowered, name = question.lower(), anchor_name.lower()
-        at = lowered.find(name)
-        left, right = (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
     words = []
     # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
-    left_words, right_words = hyphenated_words(left), hyphenated_words(right)
+    left_words, right_words = (hyphenated_words(part) for part in around_mention(question, anchor_name))
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
                           [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
         if word.startswith("co-") and len(word) > 3:

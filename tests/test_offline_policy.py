@@ -554,16 +554,28 @@ def test_the_word_nearest_the_mention_must_belong_to_the_first_step():
     assert charged[1] == pytest.approx(free[1] - 0.25)
 
 
-@pytest.mark.parametrize("distance, goes_on", [(2.5, True), (3, False)])
-def test_only_words_right_by_the_mention_describe_the_anchor(distance, goes_on):
+@pytest.mark.parametrize("distance", [2.5, 3])
+def test_only_words_right_by_the_mention_describe_the_anchor(distance):
     # In "the movies starred by [M] actors", "movies" (three words off) is the second step's type, not a role word
-    # for the movie M; within `appositive_distance` it would be dropped and the walk would stop at M's actors.
-
+    # for the movie M: before a mention only the word right by it describes it ("the director [X]"), so the walk goes
+    # on from M's actors to their movies whatever `appositive_distance` (which bounds the words after the mention).
     pol = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(appositive_distance=distance))
     question = "what genres are the movies starred by [Dead Man Down] actors"
     options = [TrajectoryOption("movie", 7, ["starred_actors"])]
     step = pol.review("q", question, anchor("Dead Man Down", "movie"), [hop(1, "starred_actors", "actor")], options, 3)
-    assert isinstance(step, Continue) == goes_on
+    assert isinstance(step, Continue)
+
+
+def test_a_verb_before_the_article_names_a_relation_not_the_anchor():
+    # A unit typed `heads:object` (what a doctor heads) has the type words "heads": in "who heads the [X]" the word is
+    # the relation, two words off, not a noun describing X as in "the head [X]".
+    schema = {"heads:object": [("heads", "heads:subject")], "heads:subject": [("heads", "heads:object")]}
+    pol = OfflinePolicy(bow_embed, schema)
+    unit = anchor("Aldhelm Unit", "heads:object")
+    reading = pol._scorer("which patients does the doctor who heads the [Aldhelm Unit] treat", unit).reading
+    assert "heads" in [w for w, _ in reading.words] and reading.role_relation is None
+    reading = pol._scorer("which patients are treated by the head [Aldhelm Unit]", unit).reading
+    assert "head" not in [w for w, _ in reading.words] and reading.role_relation == "heads"
 
 
 # -- probes: the real `kgr` commands on a graph in another vocabulary (issue #14) -------------------------------

@@ -21,8 +21,10 @@ sim(w, step) is the larger cosine between the word and the step's relation words
 label word several relations share ("play" ~ the `plays` of `plays_in_club`, `plays_position`, `plays_for_country`;
 cosine >= `shared_word_similarity`) says nothing about which of them is asked, so it fits each of their steps as well
 as the best of them, and the other words decide ("which team does [X] play for": club). Words that only
-describe the anchor itself (next to its mention and similar to one of its types, as in "the film [X]"; not a noun
-joined to it by "of", as in "director of [X]", which asks for X's director) are left out of the sum; such a role
+describe the anchor itself (right before its mention or as the verb of "... by [X]", or after it within
+`appositive_distance`, and similar to one of its types, as in "the film [X]"; not a verb two words off, as in "who
+heads the [X]"; not a noun joined to it by "of", as in "director of [X]", which asks for X's director) are left out
+of the sum; such a role
 word names the anchor's way out, the most frequent relation leaving the type it describes ("the director [X]":
 directed by), so a first step along that relation counts as supported ("who are the actors of the director [X]"
 is two steps, though no other word names the first) and gets `role_bonus`. Likewise the mention after "by" is
@@ -78,7 +80,8 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         answer_kind_words, possessed_words, question_words, sharing_cue)
+                         answer_kind_words, around_mention, hyphenated_words, possessed_words, question_words,
+                         sharing_cue)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -338,10 +341,14 @@ class OfflinePolicy(Policy):
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
             sims = self._vector([w for w, _ in words]) @ self._type_vectors(anchor.types).T
-            # "the director [X]" describes X; "director of [X]" asks for X's director
+            # "the director [X]" describes X; "director of [X]" asks for X's director; "who heads the [X]" names a
+            # relation: a word describing X stands right before its mention ("the director [X]", "maintained by
+            # [X]") or after it ("[X] the writer")
             owned_by_mention = {m.group(1).lower() for m in OF_MENTION.finditer(question)}
-            role = [not (d <= settings.appositive_distance and s > settings.appositive_similarity
-                         and w not in owned_by_mention)
+            agent_verbs = {m.group(1).lower() for m in BY_MENTION.finditer(question)}
+            before = set(hyphenated_words(around_mention(question, anchor.name)[0].lower())) - agent_verbs
+            role = [not (d <= (1 if w in before else settings.appositive_distance)
+                         and s > settings.appositive_similarity and w not in owned_by_mention)
                     for (w, d), s in zip(words, sims.max(axis=1))]
             roles = [w for (w, _), keep in zip(words, role) if not keep]
             words = [item for item, keep in zip(words, role) if keep]

@@ -23,7 +23,8 @@ from kgr.errors import KgrError
 # 7: the offline policy hedges when its best chain leaves the word nearest the mention unexplained (nearest_explained)
 # 8: the offline policy reads a generational noun as its kin noun once per generation ("grandparents")
 # 9: a word supports a step it fits nearly as well as its best (support_margin); a bridge costs bridge_cost
-PLAN_VERSION = 9
+# 10: before a mention only the word right by it (or the verb of "... by [X]") describes the anchor
+PLAN_VERSION = 10
 
 
 @dataclass(frozen=True)
