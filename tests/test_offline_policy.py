@@ -996,3 +996,12 @@ def test_a_bridge_to_where_the_named_step_leaves_costs_bridge_cost_not_unsupport
     assert max(off, key=off.get) == ("city",)
     # a step back to where the chain has stood is a detour: (city, country, country) goes on to the country and back
     assert bridged[("city", "country", "country")] == off[("city", "country", "country")]
+
+
+def test_a_relative_wh_word_is_no_content_word():
+    # only the question's first wh-word asks something: "where" in "the hospital where [X] works" names no relation
+    pol = OfflinePolicy(bow_embed, SCHEMA)
+    ada = anchor("Ada", "actor")
+    relative = pol._scorer("which movies were made in the town where [Ada] starred", ada).reading
+    asking = pol._scorer("where did [Ada] star", ada).reading
+    assert "where" not in [w for w, _ in relative.words] and "where" in [w for w, _ in asking.words]

@@ -24,7 +24,8 @@ from kgr.errors import KgrError
 # 8: the offline policy reads a generational noun as its kin noun once per generation ("grandparents")
 # 9: a word supports a step it fits nearly as well as its best (support_margin); a bridge costs bridge_cost
 # 10: before a mention only the word right by it (or the verb of "... by [X]") describes the anchor
-PLAN_VERSION = 10
+# 11: a relative wh-word (after the first) is no content word
+PLAN_VERSION = 11
 
 
 @dataclass(frozen=True)
