@@ -165,6 +165,13 @@ def answer_kind_words(question: str) -> set[str]:
     return {wh} & KIND_QUESTION_WORDS
 
 
+def without_relative_wh(words: list[tuple[str, float]], question: str) -> list[tuple[str, float]]:
+    """`question_words` less the relative wh-words: a wh-word other than the one the question asks with names no
+    relation ("which departments are at the hospital where [X] works"); told apart by their text."""
+    kinds = answer_kind_words(question)
+    return [(w, d) for w, d in words if w not in KIND_QUESTION_WORDS or w in kinds]
+
+
 def offered_alternatives(question: str) -> list[str]:
     """The mentions a question offers as the answer's alternatives ("who was born first, [A] or [B]?"), in order.
 

@@ -186,3 +186,15 @@ def test_possessive_chain(question, owner, chain):
 ])
 def test_generations_chain_a_kin_noun_once_per_generation(word, nouns):
     assert lexicon.generations(word) == nouns
+
+
+def test_without_relative_wh_keeps_only_the_asking_wh_word():
+    from kgr.lexicon import question_words, without_relative_wh
+    question = "where is the hospital where [Noah] was admitted"
+    words = question_words(question, "Noah")
+    assert [w for w, _ in words].count("where") == 2
+    # words are told apart by their text: a relative wh-word spelled as the asking one stays
+    assert [w for w, _ in without_relative_wh(words, question)].count("where") == 2
+    relative = "which doctors work at the hospital where [Noah] was admitted"
+    kept = [w for w, _ in without_relative_wh(question_words(relative, "Noah"), relative)]
+    assert "where" not in kept and "doctors" in kept

@@ -68,7 +68,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
 from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, possessive_chain,
-                         question_words, sharing_cue, tokens, whole_word)
+                         question_words, sharing_cue, tokens, whole_word, without_relative_wh)
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
@@ -81,8 +81,9 @@ if TYPE_CHECKING:
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
-# answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun
-PLAN_VERSION = 8
+# answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
+# 9: a relative wh-word is not the word nearest the mention
+PLAN_VERSION = 9
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -434,7 +435,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             word_label_cosines.update(zip(missing, np.stack([word_vectors[w] for w in missing]) @ label_vectors.T))
         return np.stack([word_label_cosines[w] for w in present]) if present else np.zeros((0, len(label_vectors)))
     for mention in mentions:
-        placed_words = question_words(query.text, mention)  # by distance from the mention
+        placed_words = without_relative_wh(question_words(query.text, mention), query.text)  # by distance
         sharing = sharing_cue(placed_words)
         anchors = list(index.match_anchors(mention, settings.anchor_matches, floor).eids)
         frontier, walked, head = anchors, set(), mention

@@ -79,9 +79,9 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
-from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, KIND_QUESTION_WORDS, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS, answer_kind_words, around_mention, hyphenated_words, possessed_words,
-                         question_words, sharing_cue)
+from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
+                         answer_kind_words, around_mention, hyphenated_words, possessed_words, question_words,
+                         sharing_cue, without_relative_wh)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -336,9 +336,7 @@ class OfflinePolicy(Policy):
         settings = self.settings
         words = question_words(question, anchor.name, settings.right_offset)
         sharing = sharing_cue(words)
-        kinds = answer_kind_words(question)
-        # a wh-word after the first is relative ("the hospital where [X] works"): it names no relation
-        words = [(w, d) for w, d in words if w not in CUE_WORDS and (w not in KIND_QUESTION_WORDS or w in kinds)]
+        words = [(w, d) for w, d in without_relative_wh(words, question) if w not in CUE_WORDS]
         if words:
             self._vector([w for w, _ in words])  # one encoder call for all of the question's new words
         if words and anchor.types:
@@ -369,7 +367,7 @@ class OfflinePolicy(Policy):
         # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the
         # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
         repeated = [] if sharing else _repeated_words(words)
-        owned = possessed_words(question)
+        kinds, owned = answer_kind_words(question), possessed_words(question)
         answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
         possessed = [i for i, (w, _) in enumerate(words) if w in owned and w not in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
