@@ -240,8 +240,7 @@ def around_mention(question: str, anchor_name: str) -> tuple[str, str]:
     mention = next((m for m in mentions if m.group(1).casefold() == anchor_name.casefold()),
                    mentions[0] if mentions else None)
     if mention:
-        left, right = (MENTION.sub(" ", part) for part in (question[:mention.start()], question[mention.end():]))
-        return left, right
+        return MENTION.sub(" ", question[:mention.start()]), MENTION.sub(" ", question[mention.end():])
     lowered, name = question.lower(), anchor_name.lower()
     at = lowered.find(name)
     return (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)

@@ -510,7 +510,7 @@ class ChainGroup:
     last_types: np.ndarray  # per chain, its last step's type number
     leaves_by_role: np.ndarray | None  # per chain, whether it leaves by the role's way out (None: no role word)
     placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
-    bridges: np.ndarray | None  # steps x chains: the next step's relation does not leave where this one starts
+    bridges: np.ndarray | None  # steps x chains: the only way to the next step (`ChainScorer._bridges`; None: off)
 
 
 class ChainScorer:
@@ -575,7 +575,7 @@ class ChainScorer:
         return self.settings.role_bonus * group.leaves_by_role
 
     def unsupported(self, group: ChainGroup) -> np.ndarray:
-        """`unsupported` when some step explains no word best (nor a sharing cue, nor the anchor's role); only
+        """`unsupported` when some step has no word of its own (nor a sharing cue, nor the anchor's role); only
         `bridge_cost` when each such step is a bridge, the way to where a named step leaves from ("which country is
         [X] in" for a college with a city: no word names `city`, and `country` does not leave a college)."""
         unsupported = ~group.supported
