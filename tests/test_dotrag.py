@@ -437,8 +437,8 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     rids = np.arange(len(graph.src), dtype=np.int64)
     query = "written by writer"
     near = graph.src[rids]
-    _, text_sims = plain._select(rids, query, near)
-    _, sims = blended._select(rids, query, near)
+    _, text_sims, _ = plain._select(rids, query, near)
+    _, sims, _ = blended._select(rids, query, near)
     label_vectors = graph.encoder.encode([relation_words(label) for label in graph.relation_labels])
     label_sims = (label_vectors @ graph.encoder.encode_query(query))[graph.relation_ids[rids]]
     np.testing.assert_allclose(sims, 0.7 * text_sims + 0.3 * label_sims, atol=1e-5)
@@ -448,6 +448,20 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     assert not len(strict_plain._select(rids, query, near)[0])
     kept = strict_blended._select(rids, query, near)[0]
     assert len(kept) and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
+
+
+def test_the_first_hop_keeps_its_best_relationships_when_none_reaches_the_floor_and_says_so(dotrag):
+    method = dotrag(min_similarity=0.99, label_margin=0)
+    graph = method.store
+    rids = np.flatnonzero(graph.relation_ids == graph.relation_labels.index("written_by")).astype(np.int64)
+    near = graph.src[rids]
+    later, _, flagged = method._select(rids, "written by writer", near, depth=2)
+    assert not len(later) and not flagged  # a later hop's frontier stays bounded by the floor
+    first, sims, flagged = method._select(rids, "written by writer", near, depth=1)
+    assert flagged and len(first) == len(rids) and np.all(sims[first] < 0.99)
+    first_at_floor, _, flagged = dotrag(min_similarity=-1.0, label_margin=0)._select(rids, "written by writer", near,
+                                                                                     depth=1)
+    assert not flagged and len(first_at_floor) == len(rids)
 
 
 def test_a_walks_layers_keep_the_paths_a_list_of_every_extension_would(dotrag):
@@ -501,7 +515,7 @@ def test_search_keeps_ks_per_frontier_entity_or_per_hop(dotrag, per_entity):
     graph = method.store
     rids = np.flatnonzero(graph.relation_ids == graph.relation_labels.index("starred_actors")).astype(np.int64)
     near = graph.src[rids]
-    kept, sims = method._select(rids, "starred actors actor", near)
+    kept, sims, _ = method._select(rids, "starred actors actor", near)
     assert len(rids) == 13
     assert sorted(near[kept].tolist()) == (sorted(set(near.tolist())) if per_entity else near[kept].tolist())
     assert len(kept) == (8 if per_entity else 1)
@@ -619,3 +633,10 @@ def test_an_unsure_plan_is_filled_with_the_neighbourhoods_relationships_most_lik
     for path in filled.paths[walked:]:
         assert path["depth"] == 1 and (tuple(path["entities"]), tuple(path["relations"])) not in on_paths
     assert set(plain.entities) <= set(filled.entities)
+
+
+def test_a_first_hop_under_the_floor_is_a_warning_in_the_record(dotrag):
+    record = ask(dotrag(min_similarity=0.99), "who directed [Dark Harbor]")
+    assert record.entities
+    assert any("under dotrag.min_similarity" in w for w in record.warnings)
+    assert not any("under dotrag.min_similarity" in w for w in ask(dotrag(), "who directed [Dark Harbor]").warnings)
