@@ -24,11 +24,11 @@ def open_run(project, method_name: str, *, stage: str = "retrieve", use_cache: b
     if cls.needs_reach:
         project.require("reach")
     store = GraphStore(project)
-    # the vector matrices the method reads (`held_matrices`; a method without it: every table's)
-    matrices = cls.held_matrices(store) if hasattr(cls, "held_matrices") else None
-    store.warm(matrices)
     if hasattr(cls, "check_store"):
         cls.check_store(project, store)  # refuse a project lacking what the method reads, before anything is written
+    # the vector matrices the method reads (`held_matrices`; a method without it: every table's), loaded by the
+    # context's warm-up (plan and retrieve are timed stages)
+    matrices = cls.held_matrices(store) if hasattr(cls, "held_matrices") else None
     return RunContext(project, project.config, store, stage, use_cache=use_cache, matrices=matrices)
 
 

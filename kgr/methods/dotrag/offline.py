@@ -693,7 +693,7 @@ class ChainScorer:
                 relations = np.array(self._numbers.relation)[ids]  # chains x steps
                 content = np.ones(len(reading.words), dtype=bool)
                 content[reading.answer_words] = False  # "who" fits any step a little: the answer's kind, no step
-                supported |= _matched(sims, credit, best_step, relations, supported & ~(counts > 0), content,
+                supported |= _matched(sims, credit, best_step, owned, relations, supported & ~(counts > 0), content,
                                       settings.support_margin, settings.nearest_explained)[None, :]
             placed = None
             if length > 1:
@@ -843,7 +843,7 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
             best_step[word], credit[word] = -1, 0.0
 
 
-def _matched(sims: np.ndarray, credit: np.ndarray, best_step: np.ndarray, relations: np.ndarray,
+def _matched(sims: np.ndarray, credit: np.ndarray, best_step: np.ndarray, owned: np.ndarray, relations: np.ndarray,
              wordless: np.ndarray, content: np.ndarray, margin: float, floor: float) -> np.ndarray:
     """Per chain, whether every step gets a word of its own when a word may stand for its best step or for one it
     fits nearly as well (within `margin`, and at least `floor`): the encoder's small preferences between two labels
@@ -860,8 +860,7 @@ def _matched(sims: np.ndarray, credit: np.ndarray, best_step: np.ndarray, relati
     near = ((sims >= credit[:, :, None] - margin) & (sims < credit[:, :, None]) & (sims >= floor)
             & ((best_step >= 0) & content[:, None])[:, :, None]
             & (relations[None, :, :] != best_relation[:, :, None]))  # words x chains x steps
-    owned = best_step[None, :, :] == np.arange(length)[:, None, None]  # steps x words x chains
-    candidates = owned | np.moveaxis(near, 2, 0)
+    candidates = owned | np.moveaxis(near, 2, 0)  # steps x words x chains
     needs = ~wordless  # steps x chains
     matched = np.ones(needs.shape[1], dtype=bool)
     for size in range(1, length + 1):
