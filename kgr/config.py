@@ -266,6 +266,9 @@ class OfflineConfig:
     # ("grandparents" 0.35 from `child_of`). Dev suite mean recall 0.918 -> 0.922, no set lower (dev-genealogy 0.776
     # -> 0.872), F1 0.649 -> 0.643; the best continuation by chain score walked to birthplaces instead; 0 = off
     possessed_explained: float = ranged(0.4, 0.0, 1.0)
+    # a relation label names siblings when it fits "sibling" this well (cosine; `siblings` 0.92); where none does
+    # (`child_of` 0.43, `spouse_of` 0.42), a sibling word is read as a parent's child: two steps
+    kin_label_similarity: float = ranged(0.6, -1.0, 1.0)
     # a word said again ("[X]'s father's father") is explained by a further step of the chain only if it fits that
     # step this well (cosine); else the repeat earns nothing
     repeat_similarity: float = ranged(0.6, -1.0, 1.0)

@@ -117,11 +117,11 @@ POSSESSIVE_NOUN = re.compile(r"(?:'s|')\s+([\w-]+)", re.IGNORECASE)
 
 
 def possessed_words(question: str) -> set[str]:
-    """The lower-cased words of the question's possessed nouns (`POSSESSED`), a hyphenated one's parts each (a
-    generational noun's kin noun: "grandparents" -> "parents", `generations`)."""
+    """The lower-cased words of the question's possessed nouns (`POSSESSED`), a hyphenated one's parts each (a kin
+    noun's links: "grandparents" -> "parents", "father-in-law" -> "spouse", "father"; `kin_nouns`)."""
     found = set()
     for match in POSSESSED.finditer(question):
-        for noun in generations((match.group(1) or match.group(2)).lower()):
+        for noun in kin_nouns((match.group(1) or match.group(2)).lower()):
             found.update(part for part in noun.split("-") if part)
     return found - FUNCTION_WORDS
 
@@ -133,7 +133,7 @@ def possessive_chain(question: str, end: int) -> list[tuple[str, str]]:
     chain = []
     while (match := POSSESSIVE_NOUN.match(question, end)) and match.group(1).lower() not in FUNCTION_WORDS:
         word = match.group(1).lower()
-        chain += [(word, noun) for noun in generations(word)]
+        chain += [(word, noun) for noun in kin_nouns(word)]
         end = match.end()
     return chain
 
@@ -149,7 +149,96 @@ def generations(word: str) -> list[str]:
     match = GENERATIONAL.match(word)
     if match is None:
         return [word]
-    return [match.group(2)] * (2 + match.group(1).count("great-"))
+    noun = match.group(2)
+    # a grandmother is a parent's mother, not a mother's mother: the generations before the last are any member's
+    return [kin_class(noun) or noun] * (1 + match.group(1).count("great-")) + [noun]
+
+
+# English kin terms for relatives two or three links away, as the generic kin nouns of those links, outward from the
+# owner: an aunt is a parent's sibling, a cousin a parent's sibling's child, a father-in-law a spouse's father. A graph
+# has labels for the near links (parent, child, spouse, sibling, in whatever words) and seldom one for these, and the
+# encoder puts "aunt" nearer `mother` (0.61) than `siblings` (0.50), "cousin" nearer `siblings` than anything else.
+KIN_CHAINS = {
+    "aunt": ("parent", "sibling"), "uncle": ("parent", "sibling"),
+    "niece": ("sibling", "child"), "nephew": ("sibling", "child"),
+    "cousin": ("parent", "sibling", "child"),
+    "father-in-law": ("spouse", "father"), "mother-in-law": ("spouse", "mother"),
+    "parent-in-law": ("spouse", "parent"), "in-law": ("spouse", "parent"),
+    "son-in-law": ("child", "spouse"), "daughter-in-law": ("child", "spouse"), "child-in-law": ("child", "spouse"),
+    "brother-in-law": ("spouse", "sibling"), "sister-in-law": ("spouse", "sibling"),
+}
+KIN_CHAIN_NOUNS = frozenset(KIN_CHAINS.values())
+
+
+def kin_nouns(word: str) -> list[str]:
+    """A kin noun as the kin nouns it chains, one per relation English names by it: a generational one per
+    generation (`generations`), a relative two or three links away as those links (`KIN_CHAINS`: "cousins" ->
+    parent, sibling, child); any other word as itself."""
+    for form in (word, word.removesuffix("s"), word.replace("s-in-law", "-in-law")):  # "aunts", "sons-in-law"
+        if form in KIN_CHAINS:
+            return list(KIN_CHAINS[form])
+    return generations(word)
+
+
+# The generic kin noun a kin word for one member of a relation's group reads as too (`kin_class`): "son" is 0.36 from
+# `children` and 0.58 from `father` to the encoder, "child" 0.71 and 0.59; "sister" is 0.76 from `siblings`, "sibling"
+# 0.92. Gendered and everyday words keep their own reading beside it ("dad": `father` 0.90, "parent" 0.75).
+KIN_CLASSES = {
+    "child": ("son", "daughter", "kid", "boy", "girl"),
+    "sibling": ("brother", "sister"),
+    "spouse": ("husband", "wife", "wives"),
+    "parent": ("father", "mother", "dad", "daddy", "mum", "mom", "mummy", "mommy"),
+}
+_KIN_CLASS = {member: generic for generic, members in KIN_CLASSES.items() for member in members}
+GENERIC_KIN = frozenset({*KIN_CLASSES, "parents", "children", "siblings", "spouses"})
+
+
+def kin_class(word: str) -> str | None:
+    """The generic kin noun a kin word for one member of a relation's group also reads as ("sons" -> child), or
+    None."""
+    return _KIN_CLASS.get(word) or (_KIN_CLASS.get(word[:-1]) if word.endswith("s") else None)
+
+
+def kin_chains(words: list[tuple[str, float]]) -> list[list[int]]:
+    """The places of each chain of kin nouns among `question_words`' words, outward from the owner: a kin term's links
+    ("aunt": parent, sibling; "grandmother": parent, mother) and the kin nouns of a possessive chain around them
+    ("[X]'s mother's brother": mother, then a brother's links), words next to each other. Each names a relation of its
+    own, in that order. A generational noun's repeats alone ("grandparents": parents, parents) are repeated words."""
+    chains, run = [], []
+    for index, (word, distance) in enumerate(words):
+        kin = word in GENERIC_KIN or kin_class(word) is not None
+        if kin and run and abs(distance - words[run[-1]][1]) <= 1:
+            run.append(index)
+            continue
+        chains.append(run)
+        run = [index] if kin else []
+    chains.append(run)
+    return [sorted(run, key=lambda i: words[i][1]) for run in chains
+            if len(run) > 1 and len({words[i][0] for i in run}) > 1]
+
+
+# A sibling is a parent's child: how a graph with no label for siblings links them.
+SIBLING_LINKS = ("parent", "child")
+
+
+def is_sibling_word(word: str) -> bool:
+    """Whether `word` names a sibling ("siblings", "sister", "brothers")."""
+    return word in ("sibling", "siblings") or kin_class(word) == "sibling"
+
+
+def siblings_as_links(words: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """`question_words`' words with each sibling word read as the links it names, a parent's child, at its distance
+    ("[X]'s sister": parent, child), for a graph with no label for siblings; a second sibling word ("brothers and
+    sisters") names the same links again, so it is dropped."""
+    out, said = [], False
+    for word, distance in words:
+        if is_sibling_word(word):
+            if not said:
+                out += [(link, distance) for link in SIBLING_LINKS]
+            said = True
+        else:
+            out.append((word, distance))
+    return out
 
 
 def answer_kind_words(question: str) -> set[str]:
@@ -254,6 +343,7 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
     `starred` and the cue word `co`.
     """
     words = []
+    said: set[tuple[str, ...]] = set()  # the kin chains said so far: "nephews and nieces" name one chain
     # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
     left_words, right_words = (hyphenated_words(part) for part in around_mention(question, anchor_name))
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
@@ -261,7 +351,12 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
         if word.startswith("co-") and len(word) > 3:
             words.append((CO_PREFIX, distance))
             word = word[3:]
-        for part in (part for noun in generations(word) for part in noun.split("-")):
+        nouns = kin_nouns(word)
+        if tuple(nouns) in KIN_CHAIN_NOUNS:
+            if tuple(nouns) in said:
+                continue
+            said.add(tuple(nouns))
+        for part in (part for noun in nouns for part in noun.split("-")):
             if part and part not in OFFLINE_STOP_WORDS:
                 words.append((part, distance))
     return words

@@ -145,11 +145,12 @@ def test_answer_kind_words(question, words):
 
 
 @pytest.mark.parametrize("question, words", [
-    # a generational noun is its kin noun (`generations`)
+    # a generational noun is its kin nouns (`generations`), a relative further off the links it names (`kin_nouns`)
     ("Who are [Ravi Harrowgate]'s grandparents?", {"parents"}),
     ("List the grandchildren of [Edmund Harrowgate].", {"children"}),
-    ("Who were [Ravi]'s great-grandfathers?", {"fathers"}),
+    ("Who were [Ravi]'s great-grandfathers?", {"parent", "fathers"}),
     ("Who were [Ravi]'s great-uncles?", {"great", "uncles"}),
+    ("Who is [Ravi]'s father-in-law?", {"spouse", "father"}),
     ("Who is Clare Harrowgate's sister's husband?", {"sister", "husband"}),
     ("which packages do Cobalt Systems' members maintain", {"members"}),
     # no possessive and no "of": nothing is possessed
@@ -164,6 +165,8 @@ def test_possessed_words(question, words):
 @pytest.mark.parametrize("question, owner, chain", [
     ("Who is [Clare]'s sister's husband?", "[Clare]", [("sister", "sister"), ("husband", "husband")]),
     ("Who are [Ravi]'s grandparents?", "[Ravi]", [("grandparents", "parents")] * 2),
+    ("Who is [Ravi]'s grandmother?", "[Ravi]", [("grandmother", "parent"), ("grandmother", "mother")]),
+    ("Who is [Ravi]'s aunt's husband?", "[Ravi]", [("aunt", "parent"), ("aunt", "sibling"), ("husband", "husband")]),
     ("which packages do Cobalt Systems' members maintain", "Cobalt Systems", [("members", "members")]),
     # the chain ends where the possessives do; "of" phrases are no part of it
     ("Where was [Ravi]'s mother born?", "[Ravi]", [("mother", "mother")]),
@@ -176,8 +179,9 @@ def test_possessive_chain(question, owner, chain):
 @pytest.mark.parametrize("word, nouns", [
     ("grandparents", ["parents", "parents"]),
     ("grandchild", ["child", "child"]),
-    ("great-grandson", ["son", "son", "son"]),
-    ("great-great-grandmothers", ["mothers"] * 4),
+    # a grandson is a child's son: the generations before the last are any member's
+    ("great-grandson", ["child", "child", "son"]),
+    ("great-great-grandmothers", ["parent"] * 3 + ["mothers"]),
     # only kin nouns take the prefix: other words stay as they are
     ("grandstand", ["grandstand"]),
     ("grandmaster", ["grandmaster"]),
@@ -186,6 +190,59 @@ def test_possessive_chain(question, owner, chain):
 ])
 def test_generations_chain_a_kin_noun_once_per_generation(word, nouns):
     assert lexicon.generations(word) == nouns
+
+
+@pytest.mark.parametrize("word, nouns", [
+    ("aunt", ["parent", "sibling"]),
+    ("nephews", ["sibling", "child"]),
+    ("cousins", ["parent", "sibling", "child"]),
+    ("father-in-law", ["spouse", "father"]),
+    ("sons-in-law", ["child", "spouse"]),
+    ("in-laws", ["spouse", "parent"]),
+    ("grandmother", ["parent", "mother"]),
+    # a near relative, or no kin word, is itself
+    ("sister", ["sister"]),
+    ("law", ["law"]),
+    ("auntie", ["auntie"]),
+])
+def test_kin_nouns_name_one_link_each(word, nouns):
+    assert lexicon.kin_nouns(word) == nouns
+
+
+@pytest.mark.parametrize("word, generic", [
+    ("son", "child"), ("daughters", "child"), ("kids", "child"), ("sister", "sibling"), ("wives", "spouse"),
+    ("dad", "parent"), ("mothers", "parent"),
+    ("parent", None), ("children", None), ("mass", None), ("films", None),
+])
+def test_kin_class_is_the_generic_kin_noun(word, generic):
+    assert lexicon.kin_class(word) == generic
+
+
+def test_kin_chains_are_the_places_of_one_kin_terms_links():
+    words = lexicon.question_words("where was [Ravi]'s aunt's husband born", "Ravi")
+    assert [w for w, _ in words] == ["where", "parent", "sibling", "husband", "born"]
+    # the aunt's links, then the husband: one chain of kin nouns outward from the owner
+    assert lexicon.kin_chains(words) == [[1, 2, 3]]
+    # kin nouns joined by "and" are no chain
+    assert lexicon.kin_chains(lexicon.question_words("what jobs did [Ravi]'s mum and dad have", "Ravi")) == []
+    # nor are nouns apart ("of the" between them): the chain is a possessive one
+    assert lexicon.kin_chains(lexicon.question_words("who is the father of the husband of [Ravi]", "Ravi")) == []
+    # a generational noun's repeats alone are repeated words; its last link, a member, makes a chain
+    assert lexicon.kin_chains(lexicon.question_words("who are [Ravi]'s grandparents", "Ravi")) == []
+    assert lexicon.kin_chains(lexicon.question_words("who is [Ravi]'s grandmother", "Ravi")) == [[1, 2]]
+    # a hyphenated word that is no kin term makes none
+    assert lexicon.kin_chains(lexicon.question_words("which films is [Ravi] well-known for", "Ravi")) == []
+
+
+def test_siblings_as_links_read_a_sibling_as_a_parents_child():
+    words = lexicon.question_words("who are [Ravi]'s brothers and sisters", "Ravi")
+    assert lexicon.siblings_as_links(words) == [("who", 2), ("parent", 1.0), ("child", 1.0)]
+    assert lexicon.siblings_as_links([("aunt", 1.0)]) == [("aunt", 1.0)]
+
+
+def test_one_kin_chain_said_twice_is_read_once():
+    words = lexicon.question_words("who are [Alan]'s nephews and nieces", "Alan")
+    assert [w for w, _ in words] == ["who", "sibling", "child"]
 
 
 def test_without_relative_wh_keeps_only_the_asking_wh_word():

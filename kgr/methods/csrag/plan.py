@@ -39,7 +39,9 @@ then the offline planner) or, with no LLM, straight from the offline planner, wh
    `csrag.nearest_similarity`; the words on either side at that distance), whatever fits the residual better:
    English nests relations outward from the mention ("the packages that [X] depends on first released").
    Each noun of the possessive chain after a mention ("[X]'s sister's husband") names one hop, in order, once per
-   generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`):
+   generation of a generational noun ("[X]'s grandparents": two hops along the same label; `lexicon.possessive_chain`),
+   once per link of a relative further off ("[X]'s aunt": parent, sibling; `lexicon.kin_nouns`); a kin word for one
+   member of a relation's group fits labels as well as its generic kin noun does ("sons" as "child"):
    such a hop takes the label that fits the noun best (if any fits at least `csrag.hop_floor`) instead of the one
    fitting the residual, its variants only the labels within `global_margin` of that fit, and the hop rule does not
    cut it. English names one relation per such noun, however little the encoder makes of it ("grandparents" is 0.29
@@ -67,7 +69,7 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
-from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, possessive_chain,
+from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, kin_class, possessive_chain,
                          question_words, sharing_cue, tokens, whole_word, without_relative_wh)
 from kgr.methods.graph_index import PlanIndex, plan_index
 from kgr.ranking import named_types
@@ -82,8 +84,9 @@ if TYPE_CHECKING:
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
 # answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
-# 9: a relative wh-word is not the word nearest the mention
-PLAN_VERSION = 9
+# 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
+# reads as its generic kin noun too
+PLAN_VERSION = 10
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -421,7 +424,9 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
     chains = {mention: possessive_chain(query.text, end) if (end := _mention_end(query.text, mention)) >= 0 else []
               for mention in mentions}
     owned_nouns = {noun for chain in chains.values() for _, noun in chain}
-    asked_words = sorted(content_tokens(residual) | owned_nouns) if mentions and len(label_vectors) else []
+    kin_classes = {noun: kin for noun in owned_nouns if (kin := kin_class(noun))}  # "sons" reads as "child" too
+    asked_words = sorted(content_tokens(residual) | owned_nouns | set(kin_classes.values())) \
+        if mentions and len(label_vectors) else []
     first_text = residual or query.plain
     word_vectors = index.word_vectors(asked_words, first_text, vectors) if mentions else {}
     word_label_cosines: dict[str, np.ndarray] = {}  # a question word's cosines to every label, computed once
@@ -445,7 +450,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         remaining = residual
         # each noun of the mention's possessive chain names a hop, in order ("[X]'s grandparents": two parent hops)
         owned = [item for item in chains[mention] if item[1] in word_vectors]
-        last_noun = None  # the possessed noun the last hop was for
+        last_noun = None  # the possessed noun (as written, and the kin noun it chains) the last hop was for
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         went_back = not sharing  # a sharing cue walks the chain's last label back once where the chain would end
         reached_kind = False  # a hop has led to the answer's kind: the kind word asks for no further hop
@@ -479,13 +484,15 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             everywhere = question_fit = label_vectors @ vector if len(label_vectors) else np.zeros(0)
             if labels.size == 0 and vocabulary.size == 0:
                 break  # the chain reached leaves (dates, places): nothing in the graph ever goes on from there
-            possessed = None
+            possessed = possessed_noun = None
             while owned and possessed is None:
                 word, noun = owned.pop(0)
                 fits = label_vectors @ word_vectors[noun]
+                if noun in kin_classes and kin_classes[noun] in word_vectors:
+                    fits = np.maximum(fits, label_vectors @ word_vectors[kin_classes[noun]])
                 # a noun no label here or onward fits ("the name of [X]") names no hop
                 if fits[np.concatenate([labels, vocabulary])].max() >= settings.hop_floor:
-                    possessed, everywhere = word, fits
+                    possessed, possessed_noun, everywhere = word, noun, fits
             source = "graph"
             if vocabulary.size and (labels.size == 0
                                     or everywhere[vocabulary].max() >= everywhere[labels].max() + margin):
@@ -518,7 +525,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 or (possessed is None and float(sims[order[0]]) < _hop_floor(hop, first_score, settings)))
             if walking_back:  # "which other packages share [X]'s license": out along the license and back
                 possessed, went_back = None, True
-            if walking_back or (possessed is not None and possessed == last_noun and walked_labels[-1] in labels):
+            if walking_back or (possessed is not None and (possessed, possessed_noun) == last_noun
+                                and walked_labels[-1] in labels):
                 # the last label again: back after a sharing cue, or one generation more ("grandmother")
                 order = np.concatenate([np.flatnonzero(labels == walked_labels[-1]),
                                         order[labels[order] != walked_labels[-1]]])
@@ -552,7 +560,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             walked_labels.append(best)
             # the hop rule weighs further hops against how well the question, not a noun, asks for the first
             first_score = float(question_fit[best]) if first_score is None else first_score
-            last_noun = possessed
+            last_noun = (possessed, possessed_noun) if possessed is not None else None
             if possessed is None or all(word != possessed for word, _ in owned):  # a generation more: not yet
                 remaining = _after_hop(remaining, index.label_words[best], word_vectors, label_vectors[best],
                                        settings.hop_floor)

@@ -60,8 +60,12 @@ DotRAG hedges over several trajectories). A review that would stop walks on, one
 grandparents") the chain up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps
 the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of it. It names one
 per generation too: a generational noun is read as its kin noun said once per generation ("grandparents": parents,
-parents; `lexicon.generations`), and a word said again is explained by the same step walked again however little it
-is like it ("parents" is 0.45 from `child of`).
+parents; "grandmother": parent, mother; `lexicon.generations`), and a word said again is explained by the same step
+walked again however little it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the
+links it names ("aunt": parent, sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a
+step of its own, in order outward from the anchor (`_steps_in_order`); and a kin word for one member of a relation's
+group fits a step as well as its generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36;
+`lexicon.kin_class`).
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.dotrag.chain_cache and change no score.
@@ -70,9 +74,9 @@ kgr.methods.dotrag.chain_cache and change no score.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from itertools import combinations
+from itertools import combinations, product
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -80,8 +84,8 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         answer_kind_words, around_mention, hyphenated_words, possessed_words, question_words,
-                         sharing_cue, without_relative_wh)
+                         answer_kind_words, around_mention, hyphenated_words, is_sibling_word, kin_chains, kin_class,
+                         possessed_words, question_words, sharing_cue, siblings_as_links, without_relative_wh)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -120,6 +124,7 @@ class OfflinePolicy(Policy):
         self._vectors: dict[str, np.ndarray] = {}
         self._graph_texts: frozenset[str] = frozenset()  # the texts `warm` encoded: kept across questions
         self._crowded: tuple | None = None
+        self._sibling_label: bool | None = None  # `_labels_siblings`, once per graph
         self._last_option_scores: tuple | None = None  # (scorer, options, result) of the last `_option_scores`
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
@@ -255,8 +260,11 @@ class OfflinePolicy(Policy):
         floor, possessed = self.settings.possessed_explained, scorer.reading.possessed
         if floor <= 0 or not possessed or not chain:
             return []
-        fits = scorer.similarities(list(chain))[possessed].max(axis=1)
-        return [i for i, fit in zip(possessed, fits.tolist()) if fit < floor]
+        sims = scorer.similarities(list(chain))[:, None, :]  # words x one chain x steps
+        best_step, fits = sims.argmax(axis=2), sims.max(axis=2)
+        for group in scorer.reading.kin_chains:  # a kin chain's nouns each need a step of their own
+            _steps_in_order(sims, group, best_step, fits)
+        return [i for i in possessed if fits[i, 0] < floor]
 
     def _option_chains(self, options: list[TrajectoryOption], prefix: list[int], from_types: list[str], depth: int,
                        scorer: ChainScorer) -> list[tuple[list[str], tuple[np.ndarray, np.ndarray]]]:
@@ -335,6 +343,9 @@ class OfflinePolicy(Policy):
         words that only describe the anchor, the relations the anchor's role and agency name, and the sharing cue."""
         settings = self.settings
         words = question_words(question, anchor.name, settings.right_offset)
+        links_siblings = any(is_sibling_word(w) for w, _ in words) and not self._labels_siblings()
+        if links_siblings:
+            words = siblings_as_links(words)
         sharing = sharing_cue(words)
         words = [(w, d) for w, d in without_relative_wh(words, question) if w not in CUE_WORDS]
         if words:
@@ -364,14 +375,29 @@ class OfflinePolicy(Policy):
         role_relation = self._role_relation(roles, anchor.types)
         agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None
+        # a kin word for one member of a relation's group reads as its generic kin noun too ("sons": child)
+        classes = [kin_class(w) for w, _ in words]
+        kin_vectors = self._vector([c or w for (w, _), c in zip(words, classes)]) if any(classes) else None
         # a word said twice is two steps ("[X]'s father's father"), unless the answer shares a neighbour with the
         # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
         repeated = [] if sharing else _repeated_words(words)
         kinds, owned = answer_kind_words(question), possessed_words(question)
+        if links_siblings:
+            owned |= {w for noun in owned for w, _ in siblings_as_links([(noun, 0.0)])}
         answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
         possessed = [i for i, (w, _) in enumerate(words) if w in owned and w not in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
-                       agent_relation, answer_words, possessed)
+                       agent_relation, answer_words, possessed, kin_vectors, kin_chains(words))
+
+    def _labels_siblings(self) -> bool:
+        """Whether some relation label of the graph names siblings (fits "sibling" at `kin_label_similarity`): where
+        none does, a sibling word is read as a parent's child (`lexicon.siblings_as_links`)."""
+        if self._sibling_label is None:
+            relations = sorted({r for steps in self.schema.values() for r, _ in steps})
+            fits = self._vector(["sibling"]) @ self._vector([label_words(r) or r for r in relations]).T \
+                if relations else np.zeros((1, 0))
+            self._sibling_label = bool(fits.size) and float(fits.max()) >= self.settings.kin_label_similarity
+        return self._sibling_label
 
     # -- reading the question and the schema -------------------------------------------------------------------
     def _role_relation(self, roles: list[str], anchor_types: list[str]) -> str | None:
@@ -492,6 +518,10 @@ class Reading:
     agent_relation: str | None  # the way out the anchor's agency names ("the films acted by [X]": starred_actors)
     answer_words: list[int]  # the places of the words naming the answer's kind ("which country", "when")
     possessed: list[int]  # the places of possessed nouns ("[X]'s grandparents", "the grandchildren of [X]")
+    # per word, the vector of the generic kin noun it also reads as (`lexicon.kin_class`; its own where it has none);
+    # None when no word has one
+    kin_vectors: np.ndarray | None = None
+    kin_chains: list[list[int]] = field(default_factory=list)  # the places of each chain of kin nouns, outward
 
 
 @dataclass
@@ -678,6 +708,8 @@ class ChainScorer:
             best_step, credit = sims.argmax(axis=2), sims.max(axis=2)  # words x chains
             for repeats in reading.repeated:
                 _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.repeat_similarity, ids)
+            for chain in reading.kin_chains:
+                _steps_in_order(sims, chain, best_step, credit)
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
@@ -741,7 +773,11 @@ class ChainScorer:
         distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
         slots = [distinct[text] for group in texts for text in group]
         starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
-        sims = np.maximum.reduceat((word_vectors @ self._vector(list(distinct)).T)[:, slots], starts, axis=1)
+        text_vectors = self._vector(list(distinct)).T
+        cosines = word_vectors @ text_vectors
+        if self.reading.kin_vectors is not None:  # "sons" fits `children` as well as "child" does
+            cosines = np.maximum(cosines, self.reading.kin_vectors @ text_vectors)
+        sims = np.maximum.reduceat(cosines[:, slots], starts, axis=1)
         if self.reading.shared is not None:  # "play" supports every `plays ...` step alike
             names, support = self.reading.shared
             uses = np.array([[r in users for users in names] for r, _ in steps], dtype=bool)  # steps x words
@@ -841,6 +877,28 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
             credit[word] = np.where(found, sims[rows, np.minimum(position, length - 1)], 0.0)
         else:
             best_step[word], credit[word] = -1, 0.0
+
+
+def _steps_in_order(sims: np.ndarray, group: list[int], best_step: np.ndarray, credit: np.ndarray) -> None:
+    """The nouns of one kin chain ("aunt": parent, sibling) are explained by different steps, in their order outward
+    from the anchor: the assignment of words to increasing steps (or to none, when the chain is shorter) that they fit
+    best in sum (in place, on `best_step` and `credit`, words x chains; `sims` is words x chains x steps). English
+    names one relation per link: a parent's sibling is two steps, though "parent" fits `siblings` 0.62."""
+    length = sims.shape[2]
+    options = [p for p in product(range(-1, length), repeat=len(group))
+               if _increasing([q for q in p if q >= 0])]
+    totals = np.stack([sum((sims[w, :, q] for w, q in zip(group, p) if q >= 0), np.zeros(sims.shape[1]))
+                       for p in options])  # options x chains
+    chosen = np.asarray(options)[totals.argmax(axis=0)]  # chains x words of the group
+    rows = np.arange(sims.shape[1])
+    for k, word in enumerate(group):
+        position = chosen[:, k]
+        best_step[word] = position
+        credit[word] = np.where(position >= 0, sims[word, rows, np.maximum(position, 0)], 0.0)
+
+
+def _increasing(positions: list[int]) -> bool:
+    return all(a < b for a, b in zip(positions, positions[1:]))
 
 
 def _matched(sims: np.ndarray, credit: np.ndarray, best_step: np.ndarray, owned: np.ndarray, relations: np.ndarray,

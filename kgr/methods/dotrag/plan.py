@@ -25,7 +25,8 @@ from kgr.errors import KgrError
 # 9: a word supports a step it fits nearly as well as its best (support_margin); a bridge costs bridge_cost
 # 10: before a mention only the word right by it (or the verb of "... by [X]") describes the anchor
 # 11: a relative wh-word (after the first) is no content word
-PLAN_VERSION = 11
+# 12: a kin word reads as its generic kin noun too, a compound kin term as the links it names
+PLAN_VERSION = 12
 
 
 @dataclass(frozen=True)
