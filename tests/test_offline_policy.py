@@ -349,6 +349,24 @@ def test_a_kin_word_for_a_member_reads_as_its_generic_kin_noun_too():
     assert pol._scorer("who is [Ada]'s doctor", ADA).reading.kin_vectors is None
 
 
+def test_a_near_tied_relation_to_the_same_type_is_walked_too():
+    # "parents" fits `father` and `mother` alike: the walk goes on along both, not along whichever sorts first
+    def embed(texts):
+        vectors = bow_embed(texts)
+        for row, text in enumerate(texts):
+            if text == "parents":
+                both = bow_embed(["father"])[0] + bow_embed(["mother"])[0]
+                vectors[row] = both / np.linalg.norm(both)
+        return vectors
+
+    family = {"person": [("spouse", "person"), ("father", "person"), ("mother", "person")]}
+    options = [TrajectoryOption("person", 2, ["father", "mother"])]
+    step = OfflinePolicy(embed, family, max_hops=3).review(
+        "q", "who are [Ada]'s husband's parents", ADA, [hop(1, "spouse", "person")], options, 3)
+    assert isinstance(step, Continue)
+    assert {step.query, *(query for _, query in step.also)} == {"father person", "mother person"}
+
+
 def test_a_sibling_word_is_a_parents_child_where_no_label_names_siblings():
     question = "who is [Ada]'s sister"
     without = OfflinePolicy(bow_embed, {"person": [("child_of", "person"), ("spouse_of", "person")]}, max_hops=3)

@@ -233,15 +233,17 @@ class OfflinePolicy(Policy):
             # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
             if go_score > stop_score or (margin > 0 and go_score > stop_score - margin):
                 index, relation = moves[best_go]
-                also: dict[int, str] = {}
+                chosen = (index, step_query(relation, options[index].type))
+                also: dict[tuple[int, str], None] = {}
                 for k in np.argsort(-go_scores, kind="stable"):
                     other, other_relation = moves[k]
                     if go_scores[k] < go_score - margin or margin <= 0:
                         break
-                    if other != index and other not in also:
-                        also[other] = step_query(other_relation, options[other].type)
+                    # another option, or another relation to the same one ("parents": `father` and `mother`)
+                    also.setdefault((other, step_query(other_relation, options[other].type)))
+                also.pop(chosen, None)
                 keep = [best_stop + 1] if margin > 0 and abs(go_score - stop_score) < margin else []
-                return Continue(index, step_query(relation, options[index].type), list(also.items()), keep)
+                return Continue(*chosen, list(also), keep)
         # recall first: each possessed noun the chain up to the stop leaves unexplained may name one more hop ("[X]'s
         # grandparents" stops after one `child_of`, 0.35 from "grandparents"): the walk goes on, as many hops as there
         # are such nouns, along the continuation that fits them best, and keeps the stop, ranked first, and each depth

@@ -48,7 +48,8 @@ class HopSummary:
 class Continue:
     option: int  # index into the offered continuation options
     query: str
-    also: list[tuple[int, str]] = field(default_factory=list)  # near-tied options searched too: (index, query)
+    # near-tied options, or near-tied relations to the chosen option, searched too: (index, query)
+    also: list[tuple[int, str]] = field(default_factory=list)
     keep: list[int] = field(default_factory=list)  # depths walked so far that stay answers (a near-tied Stop)
     # the continuation is a hedge the policy ranks below stopping: the kept depths rank before the deeper ones
     speculative: bool = False
