@@ -349,22 +349,36 @@ def test_a_kin_word_for_a_member_reads_as_its_generic_kin_noun_too():
     assert pol._scorer("who is [Ada]'s doctor", ADA).reading.kin_vectors is None
 
 
+def parents_embed(texts):
+    """bow_embed with "parents" as like `father` as like `mother`."""
+    vectors = bow_embed(texts)
+    for row, text in enumerate(texts):
+        if text == "parents":
+            both = bow_embed(["father"])[0] + bow_embed(["mother"])[0]
+            vectors[row] = both / np.linalg.norm(both)
+    return vectors
+
+
+PARENTS = {"person": [("spouse", "person"), ("father", "person"), ("mother", "person")]}
+
+
 def test_a_near_tied_relation_to_the_same_type_is_walked_too():
     # "parents" fits `father` and `mother` alike: the walk goes on along both, not along whichever sorts first
-    def embed(texts):
-        vectors = bow_embed(texts)
-        for row, text in enumerate(texts):
-            if text == "parents":
-                both = bow_embed(["father"])[0] + bow_embed(["mother"])[0]
-                vectors[row] = both / np.linalg.norm(both)
-        return vectors
-
-    family = {"person": [("spouse", "person"), ("father", "person"), ("mother", "person")]}
     options = [TrajectoryOption("person", 2, ["father", "mother"])]
-    step = OfflinePolicy(embed, family, max_hops=3).review(
+    step = OfflinePolicy(parents_embed, PARENTS, max_hops=3).review(
         "q", "who are [Ada]'s husband's parents", ADA, [hop(1, "spouse", "person")], options, 3)
     assert isinstance(step, Continue)
     assert {step.query, *(query for _, query in step.also)} == {"father person", "mother person"}
+
+
+def test_a_near_tied_first_relation_is_a_query_of_its_own():
+    pol = OfflinePolicy(parents_embed, PARENTS, max_hops=3)
+    options = [TrajectoryOption("person", 3, ["spouse", "father", "mother"])]
+    _, first = pol.rank_trajectories("q", "who are [Ada]'s parents", ADA, options)
+    assert {first, *pol.tied_first_queries("q", "who are [Ada]'s parents", ADA, options)} == \
+        {"father person", "mother person"}
+    # a clear first relation has no tie
+    assert pol.tied_first_queries("q", "who is [Ada]'s spouse", ADA, options) == []
 
 
 def test_a_sibling_word_is_a_parents_child_where_no_label_names_siblings():

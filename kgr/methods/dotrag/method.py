@@ -224,7 +224,7 @@ class DotRAG:
         anchor_order = self.policy.rank_anchors(query.id, question, options) if options else []
         watch.lap("rank_anchors")
         pairs: list[Pair] = []
-        hedged = 0
+        hedged = tied = 0
         # only the anchors whose trajectories can make the top k_tau pairs are worth a ranking call
         wanted_anchors = math.ceil(settings.trajectories / max(settings.trajectories_per_anchor, 1))
         self.policy.prepare(question, [store.names[anchors[i][0]] for i in anchor_order[:wanted_anchors]])
@@ -246,9 +246,14 @@ class DotRAG:
                 hop_query = first_query if type_rank == 0 else \
                     step_query(option.relations[0] if option.relations else "", option.type)
                 pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, tuple(option.previews)))
+            if order:  # first relations to the leading type the policy cannot tell apart are walked too
+                leading = trajectories[order[0]]
+                ties = self.policy.tied_first_queries(query.id, question, options[index], trajectories)
+                tied += len(ties)
+                pairs += [Pair(eid, anchor_rank, leading.type, 0, q, tuple(leading.previews)) for q in ties]
         pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))
         watch.lap("rank_trajectories")
-        kept = max(settings.trajectories, hedged)
+        kept = max(settings.trajectories, hedged) + tied
         return TrajectoryPlan(
             question=question,
             anchors=tuple(PlannedAnchor(e, o.name, tuple(o.types), o.named,

@@ -56,15 +56,18 @@ types whose members' mean entity vector is within `answer_type_margin` of its be
 by `answer_type_clarity` (`GraphStore.type_centroids`), and a chain ending in such a type earns `answer_type`.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
-DotRAG hedges over several trajectories). A review that would stop walks on, one hop per possessed noun ("[X]'s
-grandparents") the chain up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps
-the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of it. It names one
-per generation too: a generational noun is read as its kin noun said once per generation ("grandparents": parents,
-parents; "grandmother": parent, mother; `lexicon.generations`), and a word said again is explained by the same step
-walked again however little it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the
-links it names ("aunt": parent, sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a
-step of its own, in order outward from the anchor (`_steps_in_order`); and a kin word for one member of a relation's
-group fits a step as well as its generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36;
+DotRAG hedges over several trajectories). Near ties are walked beside the best chain: other first steps to the
+leading type within `tie_margin` (and whose relations' words fit as well) as pairs of their own
+(`tied_first_queries`), and near-tied continuations, of any type, in each review ("[X]'s parents": `father` and
+`mother`). A review that would stop walks on, one hop per possessed noun ("[X]'s grandparents") the chain up to the
+stop leaves unexplained, along the continuation that fits the noun best, and keeps the stop ranked first: English
+names one relation per possessed noun, whatever the encoder makes of it. It names one per generation too: a
+generational noun is read as its kin noun said once per generation ("grandparents": parents, parents; "grandmother":
+parent, mother; `lexicon.generations`), and a word said again is explained by the same step walked again however
+little it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the links it names
+("aunt": parent, sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a step of its
+own, in order outward from the anchor (`_steps_in_order`); and a kin word for one member of a relation's group fits
+a step as well as its generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36;
 `lexicon.kin_class`).
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
@@ -158,6 +161,27 @@ class OfflinePolicy(Policy):
             return 1
         best = self._option_scores(question, anchor, options)[3]
         return max(int((best >= best.max() - self.settings.tie_margin).sum()), 1)
+
+    def tied_first_queries(self, qid: str, question: str, anchor: AnchorOption,
+                           options: list[TrajectoryOption]) -> list[str]:
+        """The first steps to the leading trajectory's type, other than the chosen one, whose best chains score within
+        `tie_margin` of the best chain (as a review walks near-tied continuations) and whose relation's own words fit
+        the question within `support_margin` of the best of them: the encoder's small preferences between two labels
+        are noise ("parents": `mother` 0.68, `father` 0.66), a larger one is a choice ("what movies did [X] act in":
+        "act" names no step better than the `movie` type does, so the chains tie exactly, but `starred actors` fits it
+        0.36 and `directed by` 0.28)."""
+        if not options or self.settings.tie_margin <= 0:
+            return []
+        ids, scores, owner, best = self._option_scores(question, anchor, options)
+        leading = int(np.argmax(best))
+        near = np.flatnonzero((owner == leading) & (scores >= best[leading] - self.settings.tie_margin))
+        steps = dict.fromkeys(self._steps.steps[ids[i, 0]] for i in near[np.argsort(-scores[near])])
+        chosen = self.rank_trajectories(qid, question, anchor, options)[1]
+        scorer = self._scorer(question, anchor)
+        fits = {relation: scorer.affinity(relation) for relation, _ in steps}
+        best_fit = max(fits.values())
+        return [q for relation, type_name in steps if fits[relation] >= best_fit - self.settings.support_margin
+                and (q := step_query(relation, type_name)) != chosen]
 
     def _option_scores(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -26,7 +26,8 @@ from kgr.errors import KgrError
 # 10: before a mention only the word right by it (or the verb of "... by [X]") describes the anchor
 # 11: a relative wh-word (after the first) is no content word
 # 12: a kin word reads as its generic kin noun too, a compound kin term as the links it names
-PLAN_VERSION = 12
+# 13: near-tied first relations to the leading type are pairs of their own
+PLAN_VERSION = 13
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,12 @@ class Policy:
         first)."""
         return 1
 
+    def tied_first_queries(self, qid: str, question: str, anchor: AnchorOption,
+                           options: list[TrajectoryOption]) -> list[str]:
+        """Hop queries for other first relations to the leading trajectory's type that the ranking cannot tell from
+        its own ("[X]'s grandparents": `father` and `mother`); DotRAG walks them too."""
+        return []
+
 
 def _lines(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items))
