@@ -341,6 +341,11 @@ class CsragConfig:
     align_top: int = ranged(20, 1)  # R
     # candidates whose relation is less like every variant than this are not in the pool
     min_align: float = ranged(0.5, -1.0, 1.0)
+    # ... and a constraint planned with one relation phrasing that some candidate's label is word for word keeps only
+    # candidates within this of its alignment (`CSRAG.sole_variant_pool`); 0 = off. 0.2: dev suite CS-RAG mean recall
+    # 0.8449 -> 0.8491, no set lower (dev-kinfolk 0.783 -> 0.894); for every constraint instead, dev-publishing -0.012
+    # and MuSiQue -0.020 (a wrong plan's pool had held the right edge)
+    sole_variant_margin: float = ranged(0.2, 0.0, 2.0)
     rerank_top: int = ranged(5, 1)  # Ks
     # a pool that is not sufficient but whose probability mass settles on one relation (N_eff over relations <= gamma)
     # is one answer set ("name a player from [X]": 26 players, equally likely): the constraint resolves and binds

@@ -480,6 +480,25 @@ def test_a_possessed_nouns_hop_varies_only_to_labels_as_near_the_noun(kin):
 
 
 @pytest.fixture(scope="module")
+def parents(tmp_path_factory):
+    """People with a `father` and a `mother` label, and birthplaces."""
+    yield from graph_context(tmp_path_factory.mktemp("parents"), [
+        ("Tove Lund", "father", "Nils Lund"), ("Tove Lund", "mother", "Mira Sol"),
+        ("Tove Lund", "born_in", "Malmo"), ("Nils Lund", "born_in", "Lund"), ("Mira Sol", "born_in", "Oslo")])
+
+
+def test_a_sole_variant_named_word_for_word_keeps_only_candidates_as_aligned(parents):
+    # "mother" is the plan's one phrasing and a label word for word; `father` (0.73 aligned) would tie with it in the
+    # reranker, which reads the whole question: N_eff > gamma, both parents bound
+    question = query("In which town was [Tove Lund]'s mother born?")
+    first = CSRAG(parents).retrieve(question).trace["constraints"][0]
+    assert first["constraint"]["relation"] == "mother" and first["constraint"]["variants"] == ["mother"]
+    assert first["decision"] == "resolved" and first["bound"] == ["Mira Sol"]
+    off = CSRAG(with_csrag(parents, sole_variant_margin=0.0)).retrieve(question).trace["constraints"][0]
+    assert "Nils Lund" in off["bound"]
+
+
+@pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     """Packages, what they depend on and when they first came out."""
     yield from graph_context(tmp_path_factory.mktemp("packages"), [

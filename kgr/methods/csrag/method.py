@@ -3,7 +3,8 @@
 A question becomes a plan of atomic constraints (`kgr.methods.csrag.plan`). Each constraint whose source side is
 known (an anchored entity mention, or a variable bound earlier) is retrieved over the one-hop neighbourhood of its
 source entities: relation alignment keeps the top `align_top` candidates by the cosine of their relation label to the
-constraint's variants, contextual reranking keeps the top `rerank_top`. The pool is *sufficient* when its effective
+constraint's variants (with one variant some candidate's label is word for word, only those nearly as aligned:
+`sole_variant_pool`), contextual reranking keeps the top `rerank_top`. The pool is *sufficient* when its effective
 size N_eff = 1/sum(p^2), p = softmax(scores / temperature), is at most `gamma`; a sufficient (resolved) constraint
 binds its variable to the far endpoints of its round(N_eff) best candidates (intersecting with earlier bindings of the
 same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
@@ -345,6 +346,20 @@ class CSRAG:
             self._term_text(c.tail, plan, bindings, anchors, index)
         return f"{head} {c.relation} {tail}"
 
+    def sole_variant_pool(self, constraint: Constraint, keep: np.ndarray, align: np.ndarray,
+                          labels: np.ndarray) -> np.ndarray:
+        """The aligned candidates (`keep`, rows of `align` and `labels`) a constraint with one relation phrasing keeps
+        when some candidate's label is that phrasing word for word: only those within `csrag.sole_variant_margin` of
+        its alignment. The planner gave no variant because no other label was near ("[X]'s mother": `mother`), and
+        the reranker, reading the whole question, would tie `father` (0.73 aligned) with it."""
+        margin = self.settings.sole_variant_margin
+        if margin <= 0 or len(constraint.variants) != 1 or not keep.size:
+            return keep
+        exact = np.array([self.index.label_words[label] == constraint.variants[0] for label in labels[keep].tolist()])
+        if not exact.any():
+            return keep
+        return keep[align[keep] >= align[keep][exact].max() - margin]
+
     def constraint_texts(self, question: str, index: int, plan: Plan, bindings: dict[str, list[int]],
                          anchors: dict[str, list[int]]) -> list[str]:
         """Constraint `index` linearized, alone and after the question (retrieval encodes the second, recovery both)."""
@@ -418,6 +433,7 @@ class CSRAG:
             align_all = (self.index.label_vectors[store.relation_ids[rids]] @ variant_vectors.T).max(axis=1)
             keep = top_k(align_all, settings.align_top)
             keep = keep[align_all[keep] >= settings.min_align]  # an edge of another relation answers nothing asked
+            keep = self.sole_variant_pool(c, keep, align_all, store.relation_ids[rids])
             aligned_out.update(far[np.setdiff1d(np.arange(rids.size), keep)].tolist())
             rids, near, far, align = rids[keep], near[keep], far[keep], align_all[keep]
             texts = [store.relationship_texts[r] for r in rids.tolist()] if settings.reranker.strip() else \
