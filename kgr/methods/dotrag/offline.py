@@ -87,8 +87,9 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         answer_kind_words, around_mention, hyphenated_words, is_sibling_word, kin_chains, kin_class,
-                         possessed_words, question_words, sharing_cue, siblings_as_links, without_relative_wh)
+                         SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words, is_sibling_word,
+                         kin_chains, kin_class, possessed_words, question_words, sharing_cue, siblings_as_links,
+                         without_relative_wh)
 from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
@@ -175,13 +176,14 @@ class OfflinePolicy(Policy):
         ids, scores, owner, best = self._option_scores(question, anchor, options)
         leading = int(np.argmax(best))
         near = np.flatnonzero((owner == leading) & (scores >= best[leading] - self.settings.tie_margin))
-        steps = dict.fromkeys(self._steps.steps[ids[i, 0]] for i in near[np.argsort(-scores[near])])
-        chosen = self.rank_trajectories(qid, question, anchor, options)[1]
+        # best first, the first of equal scores first: the first step is the one `rank_trajectories` chose
+        chosen, *others = dict.fromkeys(self._steps.steps[ids[i, 0]]
+                                        for i in near[np.argsort(-scores[near], kind="stable")])
         scorer = self._scorer(question, anchor)
-        fits = {relation: scorer.affinity(relation) for relation, _ in steps}
+        fits = {relation: scorer.affinity(relation) for relation, _ in [chosen, *others]}
         best_fit = max(fits.values())
-        return [q for relation, type_name in steps if fits[relation] >= best_fit - self.settings.support_margin
-                and (q := step_query(relation, type_name)) != chosen]
+        return [step_query(relation, type_name) for relation, type_name in others
+                if fits[relation] >= best_fit - self.settings.support_margin]
 
     def _option_scores(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -408,8 +410,8 @@ class OfflinePolicy(Policy):
         # anchor: then it names that neighbour twice ("the director of [X] is also the director of which films")
         repeated = [] if sharing else _repeated_words(words)
         kinds, owned = answer_kind_words(question), possessed_words(question)
-        if links_siblings:
-            owned |= {w for noun in owned for w, _ in siblings_as_links([(noun, 0.0)])}
+        if links_siblings and any(is_sibling_word(noun) for noun in owned):
+            owned |= set(SIBLING_LINKS)
         answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
         possessed = [i for i, (w, _) in enumerate(words) if w in owned and w not in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
