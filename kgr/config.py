@@ -170,6 +170,10 @@ class DotragConfig:
     # ks for the anchor's own relationships: those of one relation differ only by the far entity's name, which the
     # question does not give ("name a player who plays [Forward]" has 161 answers); 0 = ks (paper)
     anchor_top: int = ranged(1000, 0)
+    # past the first hop, a frontier entity keeps max(ks, hop_breadth / frontier entities): a hub reached through one
+    # entity keeps its edges of the asked relation (dev-catalog 0.868 -> 0.905: "other books in the language of [X]"
+    # has 99); 400 cost metaqa-1hop 0.007; 0 = ks each (paper)
+    hop_breadth: int = ranged(200, 0)
     # in a question without brackets, a name found word for word also anchors when it is at least this specific to the
     # graph (GraphStore.specificity: 0.6 = in at most ~N^0.4 of its N texts); 0 = the seed search's names only
     lexical_anchors: float = ranged(0.6, 0.0, 1.0, plan=True)

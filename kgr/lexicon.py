@@ -316,6 +316,14 @@ def bounded(text: str, start: int, end: int) -> bool:
     return not (before.isalnum() and text[start].isalnum()) and not (after.isalnum() and text[end - 1].isalnum())
 
 
+def written_as_name(text: str, start: int, end: int, name: str) -> bool:
+    """True when text[start:end] spells `name` exactly, capitals included, and has a capital that does not open the
+    text: a proper name as the question writes it ("authors from the United States"), not a common word that is also
+    an entity's name ("which country", or "Country" opening the question)."""
+    span = text[start:end]
+    return span == name and any(c.isupper() for i, c in enumerate(span, start) if i > 0)
+
+
 def sharing_cue(words: list[tuple[str, float]]) -> bool:
     """True when the question's words (`question_words`) say the answer shares something with the anchor."""
     return any(w in CUE_WORDS for w, _ in words)

@@ -21,7 +21,7 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag.method import (DotRAG, Path as WalkPath, PathLayer, layer_paths, step_counts,
+from kgr.methods.dotrag.method import (DotRAG, Path as WalkPath, PathLayer, layer_paths, round_robin, step_counts,
                                 step_priors, type_schema)
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k_per_group
@@ -118,18 +118,20 @@ def test_anchor_from_the_mention_or_the_name(dotrag, text):
 
 def test_a_second_name_the_seed_search_misses_anchors_when_it_is_specific(dotrag, store):
     """With one seed the seed search names one of the question's two names; the other, found word for word, anchors
-    too when its specificity in the graph reaches `dotrag.lexical_anchors` (0 = off)."""
+    too when its specificity in the graph reaches `dotrag.lexical_anchors` (0 = off), or at any floor when the
+    question writes it as the graph spells it, capitalized."""
     _, graph = store
-    text = "Who lived longer, Ada Helm or Boris Vane?"
 
-    def anchors(**settings) -> set[str]:
+    def anchors(text: str, **settings) -> set[str]:
         return {a["name"] for a in dotrag(seeds=1, **settings).plan(Query("q", text))["anchors"] if a["named"]}
 
-    seeded = anchors(lexical_anchors=0)
+    lowercase = "who lived longer, ada helm or boris vane?"
+    seeded = anchors(lowercase, lexical_anchors=0)
     assert len(seeded) == 1 and seeded < {"Ada Helm", "Boris Vane"}
-    assert anchors(lexical_anchors=0.01) == {"Ada Helm", "Boris Vane"}
+    assert anchors(lowercase, lexical_anchors=0.01) == {"Ada Helm", "Boris Vane"}
     (other,) = {"Ada Helm", "Boris Vane"} - seeded
-    assert anchors(lexical_anchors=graph.specificity(other) + 1e-6) == seeded
+    assert anchors(lowercase, lexical_anchors=graph.specificity(other) + 1e-6) == seeded
+    assert anchors("Who lived longer, Ada Helm or Boris Vane?", lexical_anchors=0.999) == {"Ada Helm", "Boris Vane"}
 
 
 def test_stored_plans_are_keyed_by_the_lexical_anchor_floor(dotrag):
@@ -511,7 +513,7 @@ def test_top_k_per_group_keeps_the_best_of_each_group_best_first():
 def test_search_keeps_ks_per_frontier_entity_or_per_hop(dotrag, per_entity):
     # The 13 acting relationships, searched as one hop out of the 8 movies: with ks = 1 per entity every movie keeps
     # its best one (a popular movie's cast cannot crowd out another's); per hop only one is kept in all.
-    method = dotrag(search_top=1, search_per_entity=per_entity, label_margin=0)
+    method = dotrag(search_top=1, search_per_entity=per_entity, label_margin=0, hop_breadth=0)
     graph = method.store
     rids = np.flatnonzero(graph.relation_ids == graph.relation_labels.index("starred_actors")).astype(np.int64)
     near = graph.src[rids]
@@ -520,6 +522,48 @@ def test_search_keeps_ks_per_frontier_entity_or_per_hop(dotrag, per_entity):
     assert sorted(near[kept].tolist()) == (sorted(set(near.tolist())) if per_entity else near[kept].tolist())
     assert len(kept) == (8 if per_entity else 1)
     assert np.all(np.diff(sims[kept]) <= 0)
+
+
+def test_a_narrow_frontier_keeps_its_share_of_the_hop_breadth(dotrag):
+    # Past the first hop a frontier entity keeps max(ks, hop_breadth / frontier entities): the 8 movies' 13 acting
+    # relationships keep ks (1) each at hop_breadth 8 (8 / 8 movies); one movie alone keeps all its cast
+    method = dotrag(search_top=1, label_margin=0, hop_breadth=8)
+    graph = method.store
+    rids = np.flatnonzero(graph.relation_ids == graph.relation_labels.index("starred_actors")).astype(np.int64)
+    near = graph.src[rids]
+    kept, _, _ = method._select(rids, "starred actors actor", near, depth=2)
+    movies = np.unique(near)
+    assert len(kept) == len(movies) == 8 < len(rids)
+    biggest = rids[near == near[np.argmax(np.bincount(near))]]
+    assert len(biggest) > 1
+    kept, _, _ = method._select(biggest, "starred actors actor", graph.src[biggest], depth=2)
+    assert len(kept) == len(biggest)
+    kept, _, _ = dotrag(search_top=1, label_margin=0, hop_breadth=0)._select(biggest, "starred actors actor",
+                                                                               graph.src[biggest], depth=2)
+    assert len(kept) == 1
+
+
+def test_paths_are_dealt_one_per_pair_in_turn():
+    # keys: (pair priority, preferred depth rank, -score); pair 0 holds three paths, pair 1 two
+    ranked = [((0, 0, -0.9), "a1"), ((0, 0, -0.8), "a2"), ((0, 1, -0.7), "a3"), ((1, 0, -0.95), "b1"),
+              ((1, 1, -0.5), "b2")]
+    assert [path for _, path in round_robin(ranked[::-1])] == ["a1", "b1", "a2", "b2", "a3"]
+    one_pair = ranked[:3]
+    assert [path for _, path in round_robin(one_pair)] == ["a1", "a2", "a3"]
+
+
+def test_a_name_written_as_a_proper_name_anchors_however_common(dotrag, store):
+    # "English" is the tiny graph's hub (every movie's language): too common for the lexical-anchor floor, unless
+    # the question writes it as the graph spells it, capitalized
+    _, graph = store
+    floor = graph.specificity("English") + 1e-6
+
+    def anchors(text: str) -> set[str]:
+        return {a["name"] for a in dotrag(seeds=1, lexical_anchors=floor).plan(Query("q", text))["anchors"]
+                if a["named"]}
+
+    assert "English" in anchors("Which movies did Ada Helm write in English?")
+    assert "English" not in anchors("Which movies did Ada Helm write in english?")
 
 
 def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query(dotrag):

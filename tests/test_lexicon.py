@@ -11,7 +11,8 @@ from kgr import lexicon
 from kgr.lexicon import (ASCII_WORD, BY_MENTION, CHUNK, CORE_FUNCTION_WORDS, CUE_WORDS, FUNCTION_WORDS,
                          HYPHENATED_WORD, INDEX_STOP_WORDS, KIND_QUESTION_WORDS, MENTION, NAME_WORD, NON_WORD,
                          OF_MENTION, OFFLINE_STOP_WORDS, PARENTHESIS, POSSESSIVE, QUESTION_WORDS, SHARING_CUES, WORD,
-                         bounded, content_tokens, hyphenated_words, mark_names, name_spans, tokens, whole_word)
+                         bounded, content_tokens, hyphenated_words, mark_names, name_spans, tokens, whole_word,
+                         written_as_name)
 
 # kgr/methods/graph_index.py's STOPWORDS before the lexicon (36 words)
 OLD_GRAPH_INDEX_STOPWORDS = frozenset(
@@ -255,3 +256,16 @@ def test_without_relative_wh_keeps_only_the_asking_wh_word():
     relative = "which doctors work at the hospital where [Noah] was admitted"
     kept = [w for w, _ in without_relative_wh(question_words(relative, "Noah"), relative)]
     assert "where" not in kept and "doctors" in kept
+
+
+@pytest.mark.parametrize("text, name, expected", [
+    ("Which books were written by authors from the United States?", "United States", True),
+    ("Which movies are in English?", "English", True),
+    ("which movies are in english?", "english", False),  # no capital: a common word
+    ("Which country is Lyon in?", "country", False),  # a lowercase entity name stays a common word
+    ("Country music stars", "Country", False),  # the capital opens the text
+    ("Which singers play Country?", "country", False),  # not the graph's spelling
+])
+def test_written_as_name_is_the_graphs_spelling_with_a_capital_inside_the_text(text, name, expected):
+    start = text.casefold().index(name.casefold())
+    assert written_as_name(text, start, start + len(name), name) is expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -12,7 +13,7 @@ import numpy as np
 
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name
-from kgr.lexicon import mark_names, name_spans, offered_alternatives
+from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.dotrag.offline import OfflinePolicy, label_words, step_query
@@ -152,6 +153,24 @@ def layer_paths(layers: list[PathLayer], depth: int) -> list[Path]:
     sims_rows = np.stack(sims[::-1], axis=1).tolist()
     return [Path(tuple(r), tuple(e), tuple(x), score)
             for r, e, x, score in zip(rids_rows, eids_rows, sims_rows, layers[depth].scores.tolist())]
+
+
+def round_robin(ranked: list[tuple[tuple, Path]]) -> list[tuple[tuple, Path]]:
+    """The paths ranked within their pair (key: pair priority, preferred depth, -score), then dealt one per pair in
+    turn: the k-th path of every pair before any pair's (k+1)-th.
+
+    The packer keeps paths in this order until the token budget is spent. Pair after pair, a hedged plan's first
+    trajectory through a hub ("[JFK]" -> genre -> its 400 films) spent the budget before a later pair's answer;
+    dealt in turn, each trajectory the policy kept is heard, and an unhedged plan (one pair) keeps its order.
+    """
+    ranked = sorted(ranked, key=lambda item: item[0])
+    turn: dict[int, int] = {}
+    dealt = []
+    for key, path in ranked:
+        turn[key[0]] = turn.get(key[0], -1) + 1
+        dealt.append(((turn[key[0]], key[0]), path))
+    dealt.sort(key=lambda item: item[0])
+    return dealt
 
 
 class DotRAG:
@@ -322,7 +341,9 @@ class DotRAG:
 
         The seed search ranks entities by their vector's likeness to the whole question, so of two names in one
         question ("which film came out earlier, A or B?") the second may rank below the top `seeds`; a common word
-        that is also an entity's name ("country", "state") occurs in too many texts to count.
+        that is also an entity's name ("country", "state") occurs in too many texts to count, unless the question
+        writes it as a proper name (`written_as_name`): a hub's own edges hold its name ("United States" is in 50 of a
+        1,559-edge catalogue's texts), yet "books by authors from the United States" names it.
         """
         floor = self.settings.lexical_anchors
         if floor <= 0:
@@ -330,7 +351,8 @@ class DotRAG:
         store = self.store
         found = []
         for start, end, name in plan_index(store).find_names(text):
-            if all(end <= s or start >= t for s, t in taken) and store.specificity(name) >= floor:
+            if all(end <= s or start >= t for s, t in taken) and (written_as_name(text, start, end, name)
+                                                                   or store.specificity(name) >= floor):
                 found += store.name_index[normalize_name(name)]
         return found
 
@@ -377,7 +399,7 @@ class DotRAG:
             for path in paths:
                 ranked.append(((priority, preferred.index(len(path.rids)), -path.score), path))
         watch.lap("search")
-        ranked.sort(key=lambda item: item[0])
+        ranked = round_robin(ranked)
         unique: dict[tuple[int, ...], Path] = {}
         for _, path in ranked:
             unique.setdefault(path.rids, path)
@@ -576,6 +598,10 @@ class DotRAG:
                 eligible = label_sims >= label_sims.max() - settings.label_margin
         masked = np.where(eligible, sims, -np.inf)
         top = settings.anchor_top if depth == 1 and settings.anchor_top else settings.search_top
+        if depth > 1 and settings.search_per_entity and settings.hop_breadth and len(near):
+            # a narrow frontier's share of the hop: a hub reached through one entity keeps its edges of the asked
+            # relation ("other books in the language of [X]": 99 of English's), a wide frontier still ks each
+            top = max(top, settings.hop_breadth // len(np.unique(near)))
         if settings.search_per_entity:
             best = top_k_per_group(masked, near, top)
         else:

@@ -27,7 +27,8 @@ from kgr.errors import KgrError
 # 11: a relative wh-word (after the first) is no content word
 # 12: a kin word reads as its generic kin noun too, a compound kin term as the links it names
 # 13: near-tied first relations to the leading type are pairs of their own
-PLAN_VERSION = 13
+# 14: a name the question writes as a proper name anchors however many texts hold it
+PLAN_VERSION = 14
 
 
 @dataclass(frozen=True)
