@@ -45,8 +45,10 @@ OFFLINE_STOP_WORDS = FUNCTION_WORDS | (QUESTION_WORDS - KIND_QUESTION_WORDS)
 # The graph index's stop words: tokens that are no content of a name, a label or a question (`content_tokens`).
 INDEX_STOP_WORDS = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}
 
-# English cues that the answer is reached through something it shares with the anchor ("co-starred", "same").
-SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow", "other"})
+# English cues that the answer is reached through something it shares with the anchor ("co-starred", "same",
+# "what else did the publisher of [X] release").
+SHARING_CUES = frozenset({"share", "shares", "shared", "sharing", "same", "also", "together", "fellow", "other",
+                          "else"})
 # The `co` that `question_words` splits off "co-starred": a sharing cue too.
 CO_PREFIX = "co"
 # Cue words: they say how the answer relates to the anchor, never which relation; no scorer reads them as words.

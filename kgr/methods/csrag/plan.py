@@ -85,8 +85,8 @@ if TYPE_CHECKING:
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
 # answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
 # 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
-# reads as its generic kin noun too
-PLAN_VERSION = 10
+# reads as its generic kin noun too; 11: "else" a sharing cue
+PLAN_VERSION = 11
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

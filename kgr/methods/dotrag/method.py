@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -160,7 +159,7 @@ def round_robin(ranked: list[tuple[tuple, Path]]) -> list[tuple[tuple, Path]]:
     turn: the k-th path of every pair before any pair's (k+1)-th.
 
     The packer keeps paths in this order until the token budget is spent. Pair after pair, a hedged plan's first
-    trajectory through a hub ("[JFK]" -> genre -> its 400 films) spent the budget before a later pair's answer;
+    trajectory through a hub ("describing [JFK]" -> its genre -> hundreds of films) spent the budget before a later pair's answer;
     dealt in turn, each trajectory the policy kept is heard, and an unhedged plan (one pair) keeps its order.
     """
     ranked = sorted(ranked, key=lambda item: item[0])

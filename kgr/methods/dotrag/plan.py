@@ -27,8 +27,8 @@ from kgr.errors import KgrError
 # 11: a relative wh-word (after the first) is no content word
 # 12: a kin word reads as its generic kin noun too, a compound kin term as the links it names
 # 13: near-tied first relations to the leading type are pairs of their own
-# 14: a name the question writes as a proper name anchors however many texts hold it
-PLAN_VERSION = 14
+# 14: a name the question writes as a proper name anchors however many texts hold it; 15: "else" a sharing cue
+PLAN_VERSION = 15
 
 
 @dataclass(frozen=True)
