@@ -159,8 +159,9 @@ def round_robin(ranked: list[tuple[tuple, Path]]) -> list[tuple[tuple, Path]]:
     turn: the k-th path of every pair before any pair's (k+1)-th.
 
     The packer keeps paths in this order until the token budget is spent. Pair after pair, a hedged plan's first
-    trajectory through a hub ("describing [JFK]" -> its genre -> hundreds of films) spent the budget before a later pair's answer;
-    dealt in turn, each trajectory the policy kept is heard, and an unhedged plan (one pair) keeps its order.
+    trajectory through a hub ("describing [JFK]" -> its genre -> hundreds of films) spent the budget before a later
+    pair's answer; dealt in turn, each trajectory the policy kept is heard, and an unhedged plan (one pair) keeps its
+    order.
     """
     ranked = sorted(ranked, key=lambda item: item[0])
     turn: dict[int, int] = {}
@@ -597,11 +598,11 @@ class DotRAG:
                 eligible = label_sims >= label_sims.max() - settings.label_margin
         masked = np.where(eligible, sims, -np.inf)
         top = settings.anchor_top if depth == 1 and settings.anchor_top else settings.search_top
-        if depth > 1 and settings.search_per_entity and settings.hop_breadth and len(near):
-            # a narrow frontier's share of the hop: a hub reached through one entity keeps its edges of the asked
-            # relation ("other books in the language of [X]": 99 of English's), a wide frontier still ks each
-            top = max(top, settings.hop_breadth // len(np.unique(near)))
         if settings.search_per_entity:
+            if depth > 1 and settings.hop_breadth and len(near):
+                # a narrow frontier's share of the hop: a hub reached through one entity keeps its edges of the asked
+                # relation ("other books in the language of [X]": 99 of English's), a wide frontier still ks each
+                top = max(top, settings.hop_breadth // len(np.unique(near)))
             best = top_k_per_group(masked, near, top)
         else:
             best = top_k(masked, top)
