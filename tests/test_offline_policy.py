@@ -420,6 +420,42 @@ def test_a_repeated_word_no_second_step_fits_gives_no_second_credit():
     assert two > one and job > two
 
 
+# A graph without a schema: its inferred types have no words of their own (`step_texts`).
+SCHEMALESS = {
+    "release_year:subject": [("directed_by", "directed_by:object"), ("release_year", "release_year:object")],
+    "directed_by:object": [("directed_by", "release_year:subject")],
+    "release_year:object": [("release_year", "release_year:subject")],
+}
+ZARDOZ = anchor("Zardoz", "release_year:subject")
+
+
+def director_embed(texts):
+    """bow_embed where "director" reads as "directed": two different words that fit `directed by` alike."""
+    return bow_embed([text.replace("director", "directed") for text in texts])
+
+
+def test_two_words_for_one_relation_name_two_steps_along_it():
+    # "the films directed by the [X] director": out along `directed_by` to the director and back to his films, then
+    # their release years. The types have no words, so before, "directed" and "director" both sat on the first
+    # `directed_by` step, the way back had no word of its own, and the one-step chain to the director won
+    pol = OfflinePolicy(director_embed, SCHEMALESS, max_hops=3)
+    scorer = pol._scorer("when did the films directed by the [Zardoz] director release", ZARDOZ)
+    one, three = scorer([(("directed_by", "directed_by:object"),),
+                         (("directed_by", "directed_by:object"), ("directed_by", "release_year:subject"),
+                          ("release_year", "release_year:object"))])
+    assert three > one
+    # one word for the relation names one step: "who directed [X]" does not go out and back
+    scorer = pol._scorer("who directed [Zardoz]", ZARDOZ)
+    one, two = scorer([(("directed_by", "directed_by:object"),),
+                       (("directed_by", "directed_by:object"), ("directed_by", "release_year:subject"))])
+    assert one > two
+    # nor do a label's own two words, where the way back would end the chain: not even a near tie to walk beside it
+    scorer = pol._scorer("what are the release years of [Zardoz]", ZARDOZ)
+    one, two = scorer([(("release_year", "release_year:object"),),
+                       (("release_year", "release_year:object"), ("release_year", "release_year:subject"))])
+    assert one - two > pol.settings.tie_margin
+
+
 # -- schema-typical relations ------------------------------------------------------------------------------------
 def test_relations_drops_schema_atypical_ones():
     pol = policy()

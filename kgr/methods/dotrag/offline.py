@@ -68,7 +68,10 @@ little it is like it ("parents" is 0.45 from `child of`). A relative further off
 ("aunt": parent, sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a step of its
 own, in order outward from the anchor (`_steps_in_order`); and a kin word for one member of a relation's group fits
 a step as well as its generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36;
-`lexicon.kin_class`).
+`lexicon.kin_class`). Two different words for one relation name two steps along it when the chain goes on from the
+second ("the release dates of the films directed by the [X] director": out to the director, back to his films, on to
+their dates; `_spread_relation_words`): where types have no words (a graph without a schema), nothing else names the
+way back.
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.dotrag.chain_cache and change no score.
@@ -738,6 +741,9 @@ class ChainScorer:
                 _spread_repeats(sims[repeats[0]], repeats, best_step, credit, settings.repeat_similarity, ids)
             for chain in reading.kin_chains:
                 _steps_in_order(sims, chain, best_step, credit)
+            relations = np.array(self._numbers.relation)[ids]  # chains x steps
+            _spread_relation_words(sims, best_step, credit, relations, self.distance, reading.answer_words,
+                                   settings.nearest_explained)
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
@@ -750,7 +756,6 @@ class ChainScorer:
                 leaves_by_role = first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
                 supported[0] |= leaves_by_role
             if settings.support_margin and length > 1:
-                relations = np.array(self._numbers.relation)[ids]  # chains x steps
                 content = np.ones(len(reading.words), dtype=bool)
                 content[reading.answer_words] = False  # "who" fits any step a little: the answer's kind, no step
                 supported |= _matched(sims, credit, best_step, owned, relations, supported & ~(counts > 0), content,
@@ -905,6 +910,33 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
             credit[word] = np.where(found, sims[rows, np.minimum(position, length - 1)], 0.0)
         else:
             best_step[word], credit[word] = -1, 0.0
+
+
+def _spread_relation_words(sims: np.ndarray, best_step: np.ndarray, credit: np.ndarray, relations: np.ndarray,
+                           distance: np.ndarray, answer_words: Sequence[int], floor: float) -> None:
+    """Two different words for one relation name two steps along it when the chain goes on from the second ("the
+    release dates of the films directed by the [X] director": out to the director, back to his films, on to their
+    dates): where a chain walks a relation again and that later step, not its last, owns no word, the word farthest
+    from the mention among the two or more words that fit an earlier step of the relation at least `floor` and own
+    it takes it, if it fits it as well (in place, on `best_step` and `credit`, words x chains; `sims` words x chains x
+    steps, `relations` chains x steps). Without it the way back had no word of its own wherever the types have no
+    words to name it (a graph without a schema), and a one-step chain won. A last step is left out: a way back that
+    leads nowhere else explains nothing more, and a label's own two words ("release years") would make it a near tie
+    worth walking."""
+    length = relations.shape[1]
+    if length < 3 or sims.shape[0] < 2:
+        return
+    chains = np.arange(relations.shape[0])
+    asked = np.ones(sims.shape[0], dtype=bool)
+    asked[list(answer_words)] = False  # "who" fits any step a little: it names the answer's kind, no step
+    for later in range(1, length - 1):
+        for earlier in range(later):
+            owners = (best_step == earlier) & asked[:, None] & (credit >= floor)  # words x chains, fitting it
+            free = ~(best_step == later).any(axis=0) & (relations[:, earlier] == relations[:, later])
+            farthest = np.where(owners, distance[:, None], -np.inf).argmax(axis=0)
+            moves = free & (owners.sum(axis=0) >= 2) & (sims[farthest, chains, later] >= floor)
+            best_step[farthest[moves], chains[moves]] = later
+            credit[farthest[moves], chains[moves]] = sims[farthest[moves], chains[moves], later]
 
 
 def _steps_in_order(sims: np.ndarray, group: list[int], best_step: np.ndarray, credit: np.ndarray) -> None:

@@ -28,7 +28,8 @@ from kgr.errors import KgrError
 # 12: a kin word reads as its generic kin noun too, a compound kin term as the links it names
 # 13: near-tied first relations to the leading type are pairs of their own
 # 14: a name the question writes as a proper name anchors however many texts hold it; 15: "else" a sharing cue
-PLAN_VERSION = 15
+# 16: two words for one relation name two steps along it when the chain goes on ("films directed by the [X] director")
+PLAN_VERSION = 16
 
 
 @dataclass(frozen=True)
