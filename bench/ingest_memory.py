@@ -32,6 +32,7 @@ class StandInEncoder:
     """Unit vectors from a generator seeded by the batch size: the ingest's work without a model."""
 
     model_name = "stand-in"
+    vectors_kind = "stand-in"
     dimension = 384
     batch_size = 256
     encode_seconds = 0.0
@@ -39,6 +40,10 @@ class StandInEncoder:
     def encode(self, texts, progress=None):
         vectors = np.random.default_rng(len(texts)).standard_normal((len(texts), self.dimension)).astype(np.float32)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def truncated(self, texts) -> int:
+        """No text is cut: the stand-in has no window."""
+        return 0
 
 
 def child(scale: float, settings: list[str]) -> dict:
