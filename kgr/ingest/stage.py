@@ -14,7 +14,8 @@ from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder
                        build_vector_index, load_vectors, missing_parts, project_encoder, reusable_vectors, text_hash,
                        write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
-from kgr.graph import Entity, Graph, Passage, Relationship, default_description, relation_words
+from kgr.graph import Graph, Passage, default_description, relation_words
+from kgr.ingest.compact import CompactGraph
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -162,26 +163,31 @@ def _decide(project: Project, options: IngestOptions, input_fp: str, mode: str |
         f"--replace to replace the graph with them or --append to add them to it")
 
 
-def held_graph(project: Project) -> Batch:
-    """The project's current graph as a batch to merge appended files into.
+def held_graph(project: Project, chunk_rows: int = CHUNK_ROWS) -> Batch:
+    """The project's current graph as a batch to merge appended files into (read `chunk_rows` rows at a time).
 
     Descriptions kgr generated are left empty, so they are generated again for the merged names and an appended
     copy of an edge is recognised as the same edge."""
     from kgr.ingest.readers import Batch
 
     db = project.db
-    batch = Batch(project.db_path)
+    batch = Batch(project.db_path, chunk_rows=chunk_rows)
     types: dict[int, list[str]] = {}
     for eid, type_name in db.execute("SELECT eid, type FROM entity_types ORDER BY rowid").fetchall():
         types.setdefault(eid, []).append(type_name)
-    rows = db.execute("SELECT eid, key, name, description FROM entities ORDER BY eid").fetchall()
-    keys, names = [row[1] for row in rows], [row[2] for row in rows]
-    batch.entities = [(None, Entity(key=key, name=name, types=types.get(eid, []), description=description))
-                      for eid, key, name, description in rows]
-    for src, dst, relation, description in db.execute(
-            "SELECT src, dst, relation, description FROM relationships ORDER BY rid").fetchall():
-        generated = description == default_description(names[src], relation, names[dst])
-        batch.edges.append((None, keys[src], relation, keys[dst], "" if generated else description))
+    keys: list[str] = []
+    names: list[str] = []
+    for rows in _fetch_chunks(db.execute("SELECT eid, key, name, description FROM entities ORDER BY eid"),
+                              chunk_rows):
+        for eid, key, name, description in rows:
+            batch.add_entity(None, key, name, types.get(eid, []), description)
+            keys.append(key)
+            names.append(name)
+    for rows in _fetch_chunks(db.execute("SELECT src, dst, relation, description FROM relationships ORDER BY rid"),
+                              chunk_rows):
+        for src, dst, relation, description in rows:
+            generated = description == default_description(names[src], relation, names[dst])
+            batch.add_edge(None, keys[src], relation, keys[dst], "" if generated else description)
     batch.passages = [(None, Passage(key="", title=title, text=text), key) for key, title, text in
                       db.execute("SELECT key, title, text FROM passages ORDER BY pid").fetchall()]
     # Provenance, when the graph records it: passage ids are the base batch's own passage positions.
@@ -193,6 +199,15 @@ def held_graph(project: Project) -> Batch:
                 found.setdefault(index, []).append(pid)
             setattr(batch, sources, found)
     return batch
+
+
+def _fetch_chunks(cursor, rows: int):
+    """A query's result `rows` rows at a time."""
+    while True:
+        chunk = cursor.fetchmany(rows)
+        if not chunk:
+            return
+        yield chunk
 
 
 @dataclass
@@ -254,23 +269,25 @@ def run_ingest(
 def _read_and_store(project: Project, options: IngestOptions, action: str, held: list[HeldInput], part_fp: str,
                     started: float, progress: ProgressFactory | None) -> IngestReport:
     """The body of an ingest that runs: read and type the inputs, then embed and commit them (`store_graph`)."""
-    from kgr.ingest import link_passages, read_graph
+    from kgr.ingest.sources import passage_links, read_compact
 
     parts = [*held, HeldInput(part_fp, options.files(), Path(options.schema).name if options.schema else "")]
     if action != "append":
         parts = parts[-1:]
     input_fp = combined_fingerprint([p.fingerprint for p in parts])
-    graph = read_graph(
+    chunk_rows = project.config.embedding.chunk_rows
+    graph = read_compact(
         options.paths, fmt=options.fmt, passages=options.passages, schema=options.schema,
         columns=options.columns, delimiter=options.delimiter,
-        base=held_graph(project) if action == "append" else None,
+        base=held_graph(project, chunk_rows) if action == "append" else None, chunk_rows=chunk_rows,
     )
-    tables = graph_columns(graph, link_passages(graph))
+    tables = graph_columns(graph, passage_links(graph.names, graph.passages))
     coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
     skipped_records, role_types = graph.skipped, len(graph.inferred_types)
-    # The graph's objects (one per entity and relationship) are dropped before the encoder loads and the vectors are
-    # written: from here the graph is its Arrow columns, and texts become Python strings a chunk at a time.
+    # The read graph is dropped before the encoder loads and the vectors are written: from here the graph is its
+    # Arrow columns, and texts become Python strings a chunk at a time.
     del graph
+    release_arrow_memory()
     read_s = time.time() - started
     skipped = {"skipped_records": len(skipped_records)} if skipped_records else None
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
@@ -283,6 +300,14 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     report.counts.update({**(skipped or {}), **typing})
     report.skipped_records = skipped_records
     return report
+
+
+def release_arrow_memory() -> None:
+    """Hand the pages Arrow's allocator kept from freed arrays back to the system, so the encoder, LanceDB and DuckDB
+    (their own allocators) can have them (1x names graph: ~65 MiB after the columns are made)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def ingest_engine(config, encoder: Encoder):
@@ -508,12 +533,13 @@ def names_with_several_types(tables: Mapping[str, Mapping[str, Any]]) -> list[st
             for name, shared in kinds.items() if len(shared) > 1]
 
 
-def coarse_typed_entities(graph: Graph, max_inferred: int) -> list[int]:
+def coarse_typed_entities(graph: CompactGraph, max_inferred: int) -> list[int]:
     """The entity ids to type by coarse kinds: those typed only by inference, when inference gave too many types."""
     if len(graph.inferred_types) <= max_inferred:
         return []
     inferred = set(graph.inferred_types)
-    return [eid for eid, entity in enumerate(graph.entities.values()) if set(entity.types) <= inferred]
+    # role types are all inferred ones (typing by a schema infers none): only the input's types can fall outside
+    return [eid for eid, types in enumerate(graph.types) if set(types) <= inferred]
 
 
 def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: Encoder,
@@ -537,17 +563,21 @@ def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: E
     return {"eid": [e for e, _ in rows], "type": [t for _, t in rows]}
 
 
-def graph_columns(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, int]],
+                  chunk_rows: int = CHUNK_ROWS) -> dict[str, dict[str, Any]]:
     """Arrow columns for every graph table, with dense integer ids; a relationship without a description gets
-    `default_description`'s sentence.
+    `default_description`'s sentence (made `chunk_rows` rows at a time).
 
-    Each column is made as a list and turned into an Arrow array at once, so beside the graph only one column at a
-    time is held as Python objects."""
+    `links` pairs entities (eids; keys for a `Graph`) with passage indexes. A Graph of objects is first turned into
+    its columns (`CompactGraph.from_graph`)."""
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute  # noqa: F401 (pa.compute)
 
-    eid = {key: index for index, key in enumerate(graph.entities)}
-    entities = list(graph.entities.values())
-    relationships = graph.relationships
+    if isinstance(graph, Graph):
+        eid = {key: index for index, key in enumerate(graph.entities)}
+        links = [(eid[key], pid) for key, pid in links]
+        graph = CompactGraph.from_graph(graph)
 
     def ids(count: int):
         return arrow_column(np.arange(count, dtype=np.int32), integer=True)
@@ -558,38 +588,62 @@ def graph_columns(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[
     def strings(values: Iterable[str]):
         return arrow_column(list(values), integer=False)
 
-    def described(r: Relationship) -> str:
-        return r.description or default_description(graph.entities[r.source].name, r.relation,
-                                                    graph.entities[r.target].name)
+    def described():
+        """The relationships' descriptions, each empty one made from its ends' names and its label."""
+        names, labels, count = graph.names, graph.labels, len(graph.src)
 
+        def chunk(start: int):
+            stop = start + chunk_rows
+            texts = graph.edge_descriptions.slice(start, chunk_rows).to_pylist()
+            return pa.array([text or default_description(names[s], labels[r], names[d]) for text, s, r, d in
+                             zip(texts, graph.src[start:stop].tolist(), graph.relation[start:stop].tolist(),
+                                 graph.dst[start:stop].tolist())], type=pa.large_string())
+
+        # Made twice, a chunk at a time: the lengths, then the bytes into the column's one buffer (chunks combined
+        # would hold the column twice).
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        for start in range(0, count, chunk_rows):
+            lengths = pa.compute.binary_length(chunk(start)).to_numpy()
+            offsets[start + 1:start + 1 + len(lengths)] = lengths
+        np.cumsum(offsets, out=offsets)
+        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        for start in range(0, count, chunk_rows):
+            made = chunk(start)
+            ends = np.frombuffer(made.buffers()[1], dtype=np.int64)[made.offset:made.offset + len(made) + 1]
+            size = int(ends[-1] - ends[0])
+            data[offsets[start]:offsets[start] + size] = np.frombuffer(made.buffers()[2], dtype=np.uint8,
+                                                                       count=size, offset=int(ends[0]))
+        return pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
+
+    type_eids, type_names = graph.type_rows()
+    relationship_sources = sorted(graph.relationship_sources.items())
+    entity_sources = sorted(graph.entity_sources.items())
     return {
         "entities": {
-            "eid": ids(len(entities)), "key": strings(e.key for e in entities),
-            "name": strings(e.name for e in entities), "description": strings(e.description for e in entities),
-            "text": strings(entity_text(e.name, e.description) for e in entities),
+            "eid": ids(len(graph)), "key": strings(graph.keys), "name": strings(graph.names),
+            "description": strings(graph.descriptions),
+            "text": strings(entity_text(n, d) for n, d in zip(graph.names, graph.descriptions)),
         },
-        "entity_types": {
-            "eid": ints(eid[e.key] for e in entities for _ in e.types),
-            "type": strings(t for e in entities for t in e.types),
-        },
+        "entity_types": {"eid": ints(type_eids), "type": strings(type_names)},
         "relationships": {
-            "rid": ids(len(relationships)), "src": ints(eid[r.source] for r in relationships),
-            "dst": ints(eid[r.target] for r in relationships), "relation": strings(r.relation for r in relationships),
-            "description": strings(described(r) for r in relationships),
+            "rid": ids(len(graph.src)), "src": arrow_column(graph.src.astype(np.int32), integer=True),
+            "dst": arrow_column(graph.dst.astype(np.int32), integer=True),
+            "relation": pa.array(graph.labels, type=pa.large_string()).take(pa.array(graph.relation)),
+            "description": described(),
         },
         "passages": {
             "pid": ids(len(graph.passages)), "key": strings(p.key for p in graph.passages),
             "title": strings(p.title for p in graph.passages), "text": strings(p.text for p in graph.passages),
         },
-        "entity_passages": {"eid": ints(eid[key] for key, _ in links), "pid": ints(pid for _, pid in links)},
+        "entity_passages": {"eid": ints(eid for eid, _ in links), "pid": ints(pid for _, pid in links)},
         # Provenance: the passages each relationship and entity was extracted from.
         "relationship_passages": {
-            "rid": ints(rid for rid, r in enumerate(relationships) for _ in r.sources),
-            "pid": ints(pid for r in relationships for pid in r.sources),
+            "rid": ints(rid for rid, sources in relationship_sources for _ in sources),
+            "pid": ints(pid for _, sources in relationship_sources for pid in sources),
         },
         "entity_source_passages": {
-            "eid": ints(eid[e.key] for e in entities for _ in e.sources),
-            "pid": ints(pid for e in entities for pid in e.sources),
+            "eid": ints(eid for eid, sources in entity_sources for _ in sources),
+            "pid": ints(pid for _, sources in entity_sources for pid in sources),
         },
     }
 
