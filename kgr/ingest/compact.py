@@ -16,22 +16,22 @@ NO_SOURCES: tuple[int, ...] = ()
 
 @dataclass
 class CompactGraph:
-    """Entities as lists by eid, relationships as int32 columns by rid (ends as eids, labels as numbers into
-    `labels`, descriptions as Arrow strings, "" where the input gave none), passages, provenance by id.
+    """Entities as Arrow string columns by eid, relationships as int32 columns by rid (ends as eids, labels as
+    numbers into `labels`, descriptions as Arrow strings, "" where the input gave none), passages, provenance by id.
 
-    Per relationship it holds 12 bytes of ids and its description's bytes; per entity its key, name and description
-    strings (a name equal to its key is the same string) and its types."""
+    Per relationship it holds 12 bytes of ids and its description (4 bytes and the text); per entity its key, name
+    and description (8 bytes and the text each) and a pointer to its types' tuple."""
 
-    keys: list[str] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    descriptions: list[str] = field(default_factory=list)
+    keys: object = None  # pyarrow large_string arrays, one row per entity
+    names: object = None
+    descriptions: object = None
     # The input's types of each entity (entities with the same types may share one tuple; empty when none given).
     types: list[Sequence[str]] = field(default_factory=list)
     src: np.ndarray | None = None
     dst: np.ndarray | None = None
     relation: np.ndarray | None = None
     labels: list[str] = field(default_factory=list)
-    edge_descriptions: object = None  # a pyarrow string array, one per relationship
+    edge_descriptions: object = None  # a pyarrow string array or chunked array, one row per relationship
     passages: list[Passage] = field(default_factory=list)
     # Provenance: eid / rid -> indexes into `passages`, for the entities and relationships that have any.
     entity_sources: dict[int, list[int]] = field(default_factory=dict)
@@ -53,6 +53,9 @@ class CompactGraph:
                 setattr(self, name, np.zeros(0, dtype=np.int32))
         if self.edge_descriptions is None:
             self.edge_descriptions = pa.array([], type=pa.string())
+        for name in ("keys", "names", "descriptions"):
+            if getattr(self, name) is None:
+                setattr(self, name, pa.array([], type=pa.large_string()))
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -74,7 +77,7 @@ class CompactGraph:
 
     def entity_type_lists(self) -> list[list[str]]:
         """Each entity's types (`type_rows` grouped by eid)."""
-        found: list[list[str]] = [[] for _ in self.keys]
+        found: list[list[str]] = [[] for _ in range(len(self))]
         for eid, name in zip(*self.type_rows()):
             found[eid].append(name)
         return found
@@ -89,10 +92,11 @@ class CompactGraph:
         graph = Graph(passages=list(self.passages), skipped=list(self.skipped),
                       inferred_types=list(self.inferred_types))
         for eid, (key, name, description, types) in enumerate(
-                zip(self.keys, self.names, self.descriptions, self.entity_type_lists())):
+                zip(self.keys.to_pylist(), self.names.to_pylist(), self.descriptions.to_pylist(),
+                    self.entity_type_lists())):
             graph.entities[key] = Entity(key=key, name=name, types=types, description=description,
                                          sources=list(self.entity_sources.get(eid, [])))
-        keys = self.keys
+        keys = self.keys.to_pylist()
         for rid, (s, d, label, description) in enumerate(zip(self.src.tolist(), self.dst.tolist(),
                                                              self.relationship_labels(),
                                                              self.edge_descriptions.to_pylist())):
@@ -112,8 +116,10 @@ class CompactGraph:
         labels: dict[str, int] = {}
         relationships = graph.relationships
         return cls(
-            keys=[e.key for e in entities], names=[e.name for e in entities],
-            descriptions=[e.description for e in entities], types=[list(e.types) for e in entities],
+            keys=pa.array([e.key for e in entities], type=pa.large_string()),
+            names=pa.array([e.name for e in entities], type=pa.large_string()),
+            descriptions=pa.array([e.description for e in entities], type=pa.large_string()),
+            types=[tuple(e.types) for e in entities],
             src=np.array([eid[r.source] for r in relationships], dtype=np.int32),
             dst=np.array([eid[r.target] for r in relationships], dtype=np.int32),
             relation=np.array([labels.setdefault(r.relation, len(labels)) for r in relationships], dtype=np.int32),

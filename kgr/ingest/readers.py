@@ -32,13 +32,46 @@ CHUNK_ROWS = 8192
 NO_LINE = 0
 
 
+class StringChunks:
+    """Strings appended one at a time and held as Arrow string chunks of `chunk_rows` (no Python object each)."""
+
+    def __init__(self, chunk_rows: int = CHUNK_ROWS):
+        self.chunk_rows = chunk_rows
+        self.chunks: list = []
+        self.pending: list[str] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def append(self, text: str) -> None:
+        self.pending.append(text)
+        self.count += 1
+        if len(self.pending) >= self.chunk_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.pending:
+            self.chunks.append(pa.array(self.pending, type=pa.string()))
+            self.pending = []
+
+    def array(self):
+        """Every string appended, as one pyarrow ChunkedArray."""
+        import pyarrow as pa
+
+        self._flush()
+        return pa.chunked_array(self.chunks, type=pa.string())
+
+
 @dataclass
 class Batch:
     """What one file contributed, as compact columns: entities and edges with their 1-based lines, and passages.
 
     Entity keys are numbered in `keys` (shared by the batches of one read, so a key is held once) and relation labels
-    in `labels`; edges are int32 columns of those numbers, their descriptions Arrow strings made `chunk_rows` at a
-    time, so a read holds no Python object per edge."""
+    in `labels`; edges are int32 columns of those numbers, names and descriptions Arrow strings made `chunk_rows` at
+    a time, so a read holds no Python object per record."""
 
     path: Path
     # True when edges name entity ids (source/target records), which must then match declared entities.
@@ -57,18 +90,22 @@ class Batch:
     # types; the empty tuple when untyped).
     entity_lines: array = field(default_factory=lambda: array("i"), repr=False)
     entity_keys: array = field(default_factory=lambda: array("i"), repr=False)
-    entity_names: list[str] = field(default_factory=list, repr=False)
-    entity_descriptions: list[str] = field(default_factory=list, repr=False)
+    entity_names: StringChunks = field(init=False, repr=False)
+    entity_descriptions: StringChunks = field(init=False, repr=False)
     entity_types: list[tuple[str, ...]] = field(default_factory=list, repr=False)
-    # Edges: line, source and target key numbers, label number (`labels`), description (`descriptions()`).
+    # Edges: line, source and target key numbers, label number (`labels`), description ("" when none was given).
     edge_lines: array = field(default_factory=lambda: array("i"), repr=False)
     edge_heads: array = field(default_factory=lambda: array("i"), repr=False)
     edge_tails: array = field(default_factory=lambda: array("i"), repr=False)
     edge_labels: array = field(default_factory=lambda: array("i"), repr=False)
+    edge_descriptions: StringChunks = field(init=False, repr=False)
     labels: dict[str, int] = field(default_factory=dict, repr=False)
     _type_tuples: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, repr=False)
-    _description_chunks: list = field(default_factory=list, repr=False)
-    _pending: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        self.entity_names = StringChunks(self.chunk_rows)
+        self.entity_descriptions = StringChunks(self.chunk_rows)
+        self.edge_descriptions = StringChunks(self.chunk_rows)
 
     @property
     def entity_count(self) -> int:
@@ -76,7 +113,7 @@ class Batch:
 
     @property
     def edge_count(self) -> int:
-        return len(self.edge_labels)
+        return len(self.edge_lines)
 
     def key_number(self, key: str) -> int:
         """The number of an entity key, numbering it if new."""
@@ -103,24 +140,12 @@ class Batch:
             label = self.labels[relation] = len(self.labels)
         self.edge_labels.append(label)
         self.edge_tails.append(self.key_number(target))
-        self._pending.append(description)
-        if len(self._pending) >= self.chunk_rows:
-            self._flush()
+        self.edge_descriptions.append(description)
 
-    def _flush(self) -> None:
-        """Turn the pending descriptions into an Arrow chunk."""
-        import pyarrow as pa
-
-        if self._pending:
-            self._description_chunks.append(pa.array(self._pending, type=pa.string()))
-            self._pending = []
-
-    def descriptions(self):
-        """The edges' descriptions ("" where none was given), as one Arrow chunked array."""
-        import pyarrow as pa
-
-        self._flush()
-        return pa.chunked_array(self._description_chunks, type=pa.string())
+    def release_edges(self) -> None:
+        """Drop the edges' key, label and description columns (merged; lines stay for messages)."""
+        self.edge_heads, self.edge_tails, self.edge_labels = array("i"), array("i"), array("i")
+        self.edge_descriptions = StringChunks(self.chunk_rows)
 
     def line(self, number: int) -> int | None:
         """A line from a line column (None for NO_LINE)."""

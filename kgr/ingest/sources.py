@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from kgr.columns import TextColumn
 from kgr.errors import InputError
 from kgr.graph import Graph, default_description, normalize_name
 from kgr.ingest import extracted, readers
@@ -121,67 +122,82 @@ def merge(batches: list[readers.Batch]) -> CompactGraph:
 
     A repeated entity id must agree on name, (non-empty) description and (non-empty) types. When any
     entity file was given, relationship records (source/target) must name declared ids; triples and
-    LightRAG relationships create the entities they name. Exact duplicate edges are kept once."""
+    LightRAG relationships create the entities they name. Exact duplicate edges are kept once. The batches' edge
+    columns are released as they are merged."""
     import numpy as np
     import pyarrow as pa
 
     graph = CompactGraph()
     # Every batch's key numbers in one numbering (a read's batches share theirs; a held graph's has its own).
     vocabulary = batches[0].keys if batches else {}
-    key_maps = [np.asarray(_key_map(vocabulary, batch.keys), dtype=np.int64) for batch in batches]
+    key_maps = [_key_map(vocabulary, batch.keys) for batch in batches]
     key_list = list(vocabulary)
-    eid_of = np.full(len(key_list), -1, dtype=np.int64)
-    declared_at: list[tuple[int, int]] = []  # by eid: (batch index, line) of its first declaration
-    for b, (batch, key_map) in enumerate(zip(batches, key_maps)):
-        _declare(graph, batch, b, key_map, eid_of, key_list, declared_at, batches)
-    declared = bool(declared_at)
+    eid_of = np.full(len(key_list), -1, dtype=np.int32)
+    names, descriptions, declared_kids = _declare(graph, batches, key_maps, eid_of, key_list)
+    created: list[np.ndarray] = []
+    count = len(declared_kids)
     labels: dict[str, int] = {}
     columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    descriptions = []
+    chunks = []
     for batch, key_map in zip(batches, key_maps):
-        heads = key_map[np.frombuffer(batch.edge_heads, dtype=np.int32)] if batch.edge_count else np.zeros(0, np.int64)
-        tails = key_map[np.frombuffer(batch.edge_tails, dtype=np.int32)] if batch.edge_count else np.zeros(0, np.int64)
-        ends = np.stack([heads, tails], axis=1).ravel()  # each edge's source, then its target: creation order
+        if not batch.edge_count:
+            continue
+        heads, tails = _kids(batch.edge_heads, key_map), _kids(batch.edge_tails, key_map)
+        ends = np.empty(2 * len(heads), dtype=np.int32)  # each edge's source, then its target: creation order
+        ends[0::2], ends[1::2] = heads, tails
         unknown = eid_of[ends] < 0
         if unknown.any():
-            if batch.keyed and declared:
+            if batch.keyed and len(declared_kids):
                 at = int(np.argmax(unknown))
                 raise InputError(batch.path, f"relationship names unknown entity id {key_list[ends[at]]!r}",
                                  batch.line(batch.edge_lines[at // 2]))
-            _, first = np.unique(ends[unknown], return_index=True)
-            for kid in ends[unknown][np.sort(first)].tolist():
-                eid_of[kid] = len(graph.keys)
-                key = key_list[kid]
-                graph.keys.append(key)
-                graph.names.append(key)
-                graph.descriptions.append("")
-                graph.types.append(())
+            new = ends[unknown]
+            _, first = np.unique(new, return_index=True)
+            new = new[np.sort(first)]
+            eid_of[new] = np.arange(count, count + len(new), dtype=np.int32)
+            count += len(new)
+            created.append(new)
+        del ends, unknown
         label_map = np.array([labels.setdefault(label, len(labels)) for label in batch.labels], dtype=np.int32)
-        relation = label_map[np.frombuffer(batch.edge_labels, dtype=np.int32)] if batch.edge_count \
-            else np.zeros(0, np.int32)
-        columns.append((eid_of[heads].astype(np.int32), relation, eid_of[tails].astype(np.int32)))
-        descriptions.extend(batch.descriptions().chunks)
-    src = np.concatenate([c[0] for c in columns]) if columns else np.zeros(0, np.int32)
-    relation = np.concatenate([c[1] for c in columns]) if columns else np.zeros(0, np.int32)
-    dst = np.concatenate([c[2] for c in columns]) if columns else np.zeros(0, np.int32)
+        columns.append((eid_of[heads], label_map[_kids(batch.edge_labels, None)], eid_of[tails]))
+        chunks.extend(batch.edge_descriptions.array().chunks)
+        del heads, tails
+        batch.release_edges()
+    if len(columns) == 1:  # one file's edges: no copy
+        src, relation, dst = columns[0]
+    else:
+        src, relation, dst = (np.concatenate([c[i] for c in columns]) if columns else np.zeros(0, dtype=np.int32)
+                              for i in range(3))
     del columns
-    edge_descriptions = pa.chunked_array(descriptions, type=pa.string())
-    rid_of_row, kept = _dedupe_edges(src, relation, dst, edge_descriptions)
-    graph.src, graph.relation, graph.dst = src[kept], relation[kept], dst[kept]
+    edge_descriptions = pa.chunked_array(chunks, type=pa.string())
+    del chunks
+    representative = _dedupe_edges(src, relation, dst, edge_descriptions)
+    rid_of_row = None  # row -> rid; None: every row is its own relationship
+    if representative is not None:
+        kept = representative == np.arange(len(src))
+        rid_of_row = (np.cumsum(kept) - 1)[representative]
+        kept = np.flatnonzero(kept)
+        src, relation, dst = src[kept], relation[kept], dst[kept]
+        edge_descriptions = edge_descriptions.take(pa.array(kept))
+    graph.src, graph.relation, graph.dst, graph.edge_descriptions = src, relation, dst, edge_descriptions
     graph.labels = list(labels)
-    graph.edge_descriptions = edge_descriptions.take(pa.array(kept)).combine_chunks() if len(kept) < len(src) \
-        else edge_descriptions.combine_chunks()
     del src, relation, dst, edge_descriptions
-    keys: dict[str, tuple[Path, int | None]] = {}
+    kid_of_eid = np.concatenate([declared_kids, *created]) if created else declared_kids
+    graph.keys = pa.array(key_list, type=pa.large_string()).take(pa.array(kid_of_eid))
+    graph.names = pa.concat_arrays([names, graph.keys.slice(len(declared_kids))])
+    graph.descriptions = pa.concat_arrays([descriptions, pa.repeat(pa.scalar("", pa.large_string()),
+                                                                   len(graph.keys) - len(declared_kids))])
+    graph.types.extend([()] * (len(graph.keys) - len(declared_kids)))
+    passage_keys: dict[str, tuple[Path, int | None]] = {}
     offsets: list[int] = []
     for batch in batches:
         offsets.append(len(graph.passages))
         for line, passage, key in batch.passages:
             passage.key = key if key is not None else str(len(graph.passages))
-            if passage.key in keys:
-                where = _where(*keys[passage.key])
+            if passage.key in passage_keys:
+                where = _where(*passage_keys[passage.key])
                 raise InputError(batch.path, f"passage id {passage.key!r} repeats (first at {where})", line)
-            keys[passage.key] = (batch.path, line)
+            passage_keys[passage.key] = (batch.path, line)
             graph.passages.append(passage)
     _attach_sources(graph, batches, offsets, key_maps, eid_of, rid_of_row)
     for batch in batches:
@@ -189,37 +205,110 @@ def merge(batches: list[readers.Batch]) -> CompactGraph:
     return graph
 
 
-def _key_map(vocabulary: dict[str, int], keys: dict[str, int]) -> list[int] | range:
-    """Each of a batch's key numbers in the merge's numbering (`vocabulary`, extended by keys it lacks)."""
+def _key_map(vocabulary: dict[str, int], keys: dict[str, int]):
+    """Each of a batch's key numbers in the merge's numbering (`vocabulary`, extended by keys it lacks); None when
+    the batch numbers its keys in `vocabulary` itself."""
+    import numpy as np
+
     if keys is vocabulary:
-        return range(len(keys))
-    return [vocabulary.setdefault(key, len(vocabulary)) for key in keys]
+        return None
+    return np.array([vocabulary.setdefault(key, len(vocabulary)) for key in keys], dtype=np.int32)
+
+
+def _kids(column, key_map):
+    """A batch's int32 key (or label) column as a numpy array, in the merge's numbering (`_key_map`)."""
+    import numpy as np
+
+    numbers = np.frombuffer(column, dtype=np.int32) if len(column) else np.zeros(0, dtype=np.int32)
+    return numbers if key_map is None else key_map[numbers]
+
+
+def _declare(graph: CompactGraph, batches: list[readers.Batch], key_maps, eid_of, key_list: list[str]):
+    """Number the declared entities (eids in order of first declaration) and fold each repeat into its first
+    declaration if they agree; return their names and descriptions (Arrow) and key numbers, by eid."""
+    import numpy as np
+    import pyarrow as pa
+
+    kids = [_kids(batch.entity_keys, key_map) for batch, key_map in zip(batches, key_maps)]
+    every = np.concatenate(kids) if kids else np.zeros(0, dtype=np.int32)
+    starts = np.cumsum([0] + [len(k) for k in kids])
+    _, first = np.unique(every, return_index=True)
+    first.sort()
+    eid_of[every[first]] = np.arange(len(first), dtype=np.int32)
+    names = pa.chunked_array([c for b in batches for c in b.entity_names.array().chunks], type=pa.string())
+    descriptions = pa.chunked_array([c for b in batches for c in b.entity_descriptions.array().chunks],
+                                    type=pa.string())
+    types = [t for batch in batches for t in batch.entity_types]
+    graph.types = [types[row] for row in first.tolist()]
+    declared_names = names.take(pa.array(first)).combine_chunks().cast(pa.large_string())
+    declared_descriptions = descriptions.take(pa.array(first)).combine_chunks().cast(pa.large_string())
+
+    def where(row: int) -> tuple[readers.Batch, int | None]:
+        """The batch and line of a declaration, by its row among every batch's."""
+        index = int(np.searchsorted(starts, row, side="right")) - 1
+        batch = batches[index]
+        return batch, batch.line(batch.entity_lines[row - int(starts[index])])
+
+    repeats = np.ones(len(every), dtype=bool)
+    repeats[first] = False
+    filled: dict[int, str] = {}  # eid -> a description a repeat gave an entity declared without one
+    for row in np.flatnonzero(repeats).tolist():
+        kid = int(every[row])
+        eid = int(eid_of[kid])
+        batch, line = where(row)
+        first_batch, first_line = where(int(first[eid]))
+        name, description, new_types = names[row].as_py(), descriptions[row].as_py(), types[row]
+        old_description = filled.get(eid, declared_descriptions[eid].as_py())
+        old_types = graph.types[eid]
+        if declared_names[eid].as_py() != name or (old_description and description
+                                                   and old_description != description):
+            raise InputError(batch.path, f"entity id {key_list[kid]!r} repeats with different content (first at "
+                                         f"{_where(first_batch.path, first_line)})", line)
+        if old_types and new_types and set(old_types) != set(new_types):
+            # Uniting them would silently give the entity a type one of the records denies it.
+            raise InputError(batch.path, f"entity {key_list[kid]!r} repeats with type(s) {', '.join(new_types)} but "
+                                         f"{_where(first_batch.path, first_line)} gives {', '.join(old_types)}; list "
+                                         f"all its types in one record", line)
+        if not old_description and description:
+            filled[eid] = description
+        if not old_types and new_types:
+            graph.types[eid] = new_types
+    if filled:
+        texts = declared_descriptions.to_pylist()
+        for eid, description in filled.items():
+            texts[eid] = description
+        declared_descriptions = pa.array(texts, type=pa.large_string())
+    return declared_names, declared_descriptions, every[first]
 
 
 def _dedupe_edges(src, relation, dst, descriptions):
-    """Each edge row's rid and the rows kept (the first of each set of exact duplicates), found by sorting the ids:
-    rows with equal ends and label are compared by description only among themselves."""
+    """The row each edge row repeats (itself for the first of each set of exact duplicates), or None when no row
+    repeats another; found by sorting the ids, rows of equal ends and label compared by description among
+    themselves."""
     import numpy as np
 
     count = len(src)
+    if count < 2:
+        return None
+    order = np.lexsort((dst, relation, src))  # stable: equal edges stay in row order
+    same = np.ones(count - 1, dtype=bool)
+    for column in (src, relation, dst):
+        ordered = column[order]
+        same &= ordered[1:] == ordered[:-1]
+        del ordered
+    if not same.any():
+        return None
     representative = np.arange(count, dtype=np.int64)
-    if count > 1:
-        order = np.lexsort((dst, relation, src))  # stable: equal edges stay in row order
-        same = (src[order][1:] == src[order][:-1]) & (relation[order][1:] == relation[order][:-1]) \
-            & (dst[order][1:] == dst[order][:-1])
-        if same.any():
-            starts = np.flatnonzero(~np.concatenate([[False], same]))
-            sizes = np.diff(np.append(starts, count))
-            for start, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):
-                rows = order[start:start + size].tolist()
-                first: dict[str, int] = {}
-                for row, text in zip(rows, descriptions.take(rows).to_pylist()):
-                    representative[row] = first.setdefault(text, row)
-        del order, same
-    kept = np.flatnonzero(representative == np.arange(count))
-    rid_of_row = np.cumsum(representative == np.arange(count)) - 1
-    rid_of_row = rid_of_row[representative]
-    return rid_of_row, kept
+    starts = np.flatnonzero(~np.concatenate([[False], same]))
+    sizes = np.diff(np.append(starts, count))
+    for start, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):
+        rows = order[start:start + size].tolist()
+        first: dict[str, int] = {}
+        for row, text in zip(rows, descriptions.take(rows).to_pylist()):
+            representative[row] = first.setdefault(text, row)
+    if (representative == np.arange(count)).all():
+        return None
+    return representative
 
 
 def _attach_sources(graph: CompactGraph, batches: list[readers.Batch], offsets: list[int], key_maps, eid_of,
@@ -246,49 +335,19 @@ def _attach_sources(graph: CompactGraph, batches: list[readers.Batch], offsets: 
     for batch, offset, key_map in zip(batches, offsets, key_maps):
         for index, refs in batch.entity_sources.items():
             line = batch.line(batch.entity_lines[index])
-            target = graph.entity_sources.setdefault(int(eid_of[key_map[batch.entity_keys[index]]]), [])
+            kid = batch.entity_keys[index] if key_map is None else key_map[batch.entity_keys[index]]
+            target = graph.entity_sources.setdefault(int(eid_of[kid]), [])
             target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
         for index, refs in batch.edge_sources.items():
             line = batch.line(batch.edge_lines[index])
-            target = graph.relationship_sources.setdefault(int(rid_of_row[row_offset + index]), [])
+            row = row_offset + index
+            target = graph.relationship_sources.setdefault(int(rid_of_row[row]) if rid_of_row is not None else row,
+                                                           [])
             target.extend(p for ref in refs for p in resolve(ref, offset, batch.path, line) if p not in target)
         row_offset += batch.edge_count
     for sources in (graph.entity_sources, graph.relationship_sources):
         for index in [i for i, found in sources.items() if not found]:
             del sources[index]
-
-
-def _declare(graph: CompactGraph, batch: readers.Batch, b: int, key_map, eid_of, key_list: list[str],
-             declared_at: list[tuple[int, int]], batches: list[readers.Batch]) -> None:
-    """Add a batch's declared entities, folding each into an earlier declaration of the same id if they agree."""
-    for index in range(batch.entity_count):
-        kid = key_map[batch.entity_keys[index]]
-        key, name = key_list[kid], batch.entity_names[index]
-        description, types = batch.entity_descriptions[index], batch.entity_types[index]
-        eid = int(eid_of[kid])
-        if eid < 0:
-            eid_of[kid] = len(graph.keys)
-            graph.keys.append(key)
-            graph.names.append(name)
-            graph.descriptions.append(description)
-            graph.types.append(types)
-            declared_at.append((b, batch.entity_lines[index]))
-            continue
-        line = batch.line(batch.entity_lines[index])
-        first_batch, first_line = declared_at[eid]
-        first = _where(batches[first_batch].path, batches[first_batch].line(first_line))
-        old_description, old_types = graph.descriptions[eid], graph.types[eid]
-        if graph.names[eid] != name or (old_description and description and old_description != description):
-            raise InputError(batch.path, f"entity id {key!r} repeats with different content (first at {first})",
-                             line)
-        if old_types and types and set(old_types) != set(types):
-            # Uniting them would silently give the entity a type one of the records denies it.
-            raise InputError(batch.path, f"entity {key!r} repeats with type(s) {', '.join(types)} but "
-                                         f"{first} gives {', '.join(old_types)}; list all its types in one record",
-                             line)
-        graph.descriptions[eid] = old_description or description
-        if not old_types and types:
-            graph.types[eid] = types
 
 
 def _where(path: Path, line: int | None) -> str:
@@ -298,13 +357,15 @@ def _where(path: Path, line: int | None) -> str:
 
 def link_passages(graph: Graph | CompactGraph) -> list[tuple[str, int]]:
     """Pair each passage with the entities named like its title: (entity key, passage index) pairs."""
-    compact = graph if isinstance(graph, CompactGraph) else None
-    names = compact.names if compact else [entity.name for entity in graph.entities.values()]
-    keys = compact.keys if compact else list(graph.entities)
-    return [(keys[eid], pid) for eid, pid in passage_links(names, graph.passages)]
+    if isinstance(graph, CompactGraph):
+        keys = graph.keys
+        return [(keys[eid].as_py(), pid) for eid, pid in passage_links(TextColumn(graph.names), graph.passages)]
+    keys = list(graph.entities)
+    return [(keys[eid], pid) for eid, pid in
+            passage_links([entity.name for entity in graph.entities.values()], graph.passages)]
 
 
-def passage_links(names: list[str], passages: list) -> list[tuple[int, int]]:
+def passage_links(names: Iterable[str], passages: list) -> list[tuple[int, int]]:
     """Pair each passage with the entities (by eid) whose name is its title, normalized: (eid, passage index)."""
     titles = {normalize_name(passage.title) for passage in passages} - {""}
     by_name: dict[str, list[int]] = {}

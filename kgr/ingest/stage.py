@@ -281,7 +281,7 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
         columns=options.columns, delimiter=options.delimiter,
         base=held_graph(project, chunk_rows) if action == "append" else None, chunk_rows=chunk_rows,
     )
-    tables = graph_columns(graph, passage_links(graph.names, graph.passages))
+    tables = graph_columns(graph, passage_links(TextColumn(graph.names), graph.passages))
     coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
     skipped_records, role_types = graph.skipped, len(graph.inferred_types)
     # The read graph is dropped before the encoder loads and the vectors are written: from here the graph is its
@@ -572,7 +572,6 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
     its columns (`CompactGraph.from_graph`)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute  # noqa: F401 (pa.compute)
 
     if isinstance(graph, Graph):
         eid = {key: index for index, key in enumerate(graph.entities)}
@@ -588,48 +587,35 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
     def strings(values: Iterable[str]):
         return arrow_column(list(values), integer=False)
 
-    def described():
-        """The relationships' descriptions, each empty one made from its ends' names and its label."""
-        names, labels, count = graph.names, graph.labels, len(graph.src)
+    def described(start: int, stop: int) -> list[str]:
+        """Relationships' descriptions, each empty one made from its ends' names and its label."""
+        names, labels = graph.names, graph.labels
+        texts = graph.edge_descriptions.slice(start, stop - start).to_pylist()
+        heads = names.take(pa.array(graph.src[start:stop])).to_pylist()
+        tails = names.take(pa.array(graph.dst[start:stop])).to_pylist()
+        return [text or default_description(head, labels[r], tail)
+                for text, head, r, tail in zip(texts, heads, graph.relation[start:stop].tolist(), tails)]
 
-        def chunk(start: int):
-            stop = start + chunk_rows
-            texts = graph.edge_descriptions.slice(start, chunk_rows).to_pylist()
-            return pa.array([text or default_description(names[s], labels[r], names[d]) for text, s, r, d in
-                             zip(texts, graph.src[start:stop].tolist(), graph.relation[start:stop].tolist(),
-                                 graph.dst[start:stop].tolist())], type=pa.large_string())
-
-        # Made twice, a chunk at a time: the lengths, then the bytes into the column's one buffer (chunks combined
-        # would hold the column twice).
-        offsets = np.zeros(count + 1, dtype=np.int64)
-        for start in range(0, count, chunk_rows):
-            lengths = pa.compute.binary_length(chunk(start)).to_numpy()
-            offsets[start + 1:start + 1 + len(lengths)] = lengths
-        np.cumsum(offsets, out=offsets)
-        data = np.empty(int(offsets[-1]), dtype=np.uint8)
-        for start in range(0, count, chunk_rows):
-            made = chunk(start)
-            ends = np.frombuffer(made.buffers()[1], dtype=np.int64)[made.offset:made.offset + len(made) + 1]
-            size = int(ends[-1] - ends[0])
-            data[offsets[start]:offsets[start] + size] = np.frombuffer(made.buffers()[2], dtype=np.uint8,
-                                                                       count=size, offset=int(ends[0]))
-        return pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
+    def embedded(start: int, stop: int) -> list[str]:
+        """Entities' texts."""
+        return [entity_text(name, description) for name, description in
+                zip(graph.names.slice(start, stop - start).to_pylist(),
+                    graph.descriptions.slice(start, stop - start).to_pylist())]
 
     type_eids, type_names = graph.type_rows()
     relationship_sources = sorted(graph.relationship_sources.items())
     entity_sources = sorted(graph.entity_sources.items())
     return {
         "entities": {
-            "eid": ids(len(graph)), "key": strings(graph.keys), "name": strings(graph.names),
-            "description": strings(graph.descriptions),
-            "text": strings(entity_text(n, d) for n, d in zip(graph.names, graph.descriptions)),
+            "eid": ids(len(graph)), "key": graph.keys, "name": graph.names, "description": graph.descriptions,
+            "text": built_strings(len(graph), embedded, chunk_rows),
         },
         "entity_types": {"eid": ints(type_eids), "type": strings(type_names)},
         "relationships": {
             "rid": ids(len(graph.src)), "src": arrow_column(graph.src.astype(np.int32), integer=True),
             "dst": arrow_column(graph.dst.astype(np.int32), integer=True),
             "relation": pa.array(graph.labels, type=pa.large_string()).take(pa.array(graph.relation)),
-            "description": described(),
+            "description": built_strings(len(graph.src), described, chunk_rows),
         },
         "passages": {
             "pid": ids(len(graph.passages)), "key": strings(p.key for p in graph.passages),
@@ -646,6 +632,28 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
             "pid": ints(pid for _, sources in entity_sources for pid in sources),
         },
     }
+
+
+def built_strings(count: int, make: Callable[[int, int], list[str]], chunk_rows: int = CHUNK_ROWS):
+    """A large_string column of `count` rows whose rows start..stop are `make(start, stop)`, made twice a chunk at a
+    time (their lengths, then their bytes into the column's one buffer): chunks combined would hold it twice."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    for start in range(0, count, chunk_rows):
+        lengths = pc.binary_length(pa.array(make(start, min(start + chunk_rows, count)), type=pa.large_string()))
+        offsets[start + 1:start + 1 + len(lengths)] = lengths.to_numpy()
+    np.cumsum(offsets, out=offsets)
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    for start in range(0, count, chunk_rows):
+        made = pa.array(make(start, min(start + chunk_rows, count)), type=pa.large_string())
+        ends = np.frombuffer(made.buffers()[1], dtype=np.int64)[made.offset:made.offset + len(made) + 1]
+        size = int(ends[-1] - ends[0])
+        data[offsets[start]:offsets[start] + size] = np.frombuffer(made.buffers()[2] or b"", dtype=np.uint8,
+                                                                   count=size, offset=int(ends[0]))
+    return pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
