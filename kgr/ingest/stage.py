@@ -612,8 +612,9 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
         },
         "entity_types": {"eid": ints(type_eids), "type": strings(type_names)},
         "relationships": {
-            "rid": ids(len(graph.src)), "src": arrow_column(graph.src.astype(np.int32), integer=True),
-            "dst": arrow_column(graph.dst.astype(np.int32), integer=True),
+            # the int32 id columns are shared with the read graph, not copied
+            "rid": ids(len(graph.src)), "src": arrow_column(graph.src, integer=True),
+            "dst": arrow_column(graph.dst, integer=True),
             "relation": pa.array(graph.labels, type=pa.large_string()).take(pa.array(graph.relation)),
             "description": built_strings(len(graph.src), described, chunk_rows),
         },

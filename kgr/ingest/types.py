@@ -141,15 +141,12 @@ def role_types(graph: CompactGraph, type_of: dict[tuple[str, str], str]) -> None
     untyped = np.array([not types for types in graph.types], dtype=bool)
     names = list(dict.fromkeys(type_of[(label, role)] for label in graph.labels for role in ROLES))
     number = {name: index for index, name in enumerate(names)}
-    by_label = {role: np.array([number[type_of[(label, role)]] for label in graph.labels], dtype=np.int32)
-                for role in ROLES}
-    count = len(graph.src)
-    eids = np.concatenate([graph.src, graph.dst])
-    kinds = np.concatenate([by_label["subject"][graph.relation], by_label["object"][graph.relation]])
-    rid = np.arange(count, dtype=np.int32 if 2 * count < 2**31 else np.int64)
-    when = np.concatenate([2 * rid, 2 * rid + 1])
-    wanted = untyped[eids] if len(eids) else np.zeros(0, dtype=bool)
-    eids, kinds, when = eids[wanted], kinds[wanted], when[wanted]
+    found = []  # (eids, type numbers, when) of the roles untyped entities play, subjects then objects
+    for position, (role, ends) in enumerate(zip(ROLES, (graph.src, graph.dst))):
+        rows = np.flatnonzero(untyped[ends]) if untyped.any() else np.zeros(0, dtype=np.int64)
+        by_label = np.array([number[type_of[(label, role)]] for label in graph.labels], dtype=np.int32)
+        found.append((ends[rows], by_label[graph.relation[rows]], 2 * rows + position))
+    eids, kinds, when = (np.concatenate([part[i] for part in found]) for i in range(3))
     order = np.lexsort((when, kinds, eids))  # each (entity, type)'s first appearance leads its run
     eids, kinds, when = eids[order], kinds[order], when[order]
     first = np.ones(len(eids), dtype=bool)
