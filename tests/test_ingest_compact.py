@@ -3,6 +3,7 @@ streams): chunk boundaries change nothing, duplicates and provenance as before, 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -91,11 +92,13 @@ def test_bad_utf8_past_a_files_head_is_found_at_its_line(tmp_path):
     assert caught.value.message == f"{path}:21: not UTF-8 text (invalid byte 0xe9)"
 
 
-def test_lines_stream_as_the_texts_split_and_csv_reads_them(tmp_path):
+def test_lines_stream_as_the_whole_text_split_and_as_csv_read_it(tmp_path):
     path = tmp_path / "a.csv"
-    path.write_bytes(b"\xef\xbb\xbfx,y\r\n\"multi\nline\",2\rlast")
-    assert list(stream_lines(path)) == ["x,y\r", "\"multi", "line\",2\rlast"]
-    assert list(stream_lines(path, newline="")) == ["x,y\r\n", "\"multi\n", "line\",2\r", "last"]
+    path.write_bytes(b"\xef\xbb\xbfx,y\r\n\"multi\nline\",2\rlast\n\n")
+    text = path.read_bytes().decode("utf-8-sig")
+    assert list(stream_lines(path)) == text.split("\n")[:-1]  # the last, empty, piece is a blank line either way
+    assert list(stream_lines(path, newline="")) == list(io.StringIO(text, newline=""))
+    assert list(stream_lines(path, newline="")) == ["x,y\r\n", "\"multi\n", "line\",2\r", "last\n", "\n"]
 
 
 def test_string_chunks_hold_strings_in_chunks_of_their_size():
