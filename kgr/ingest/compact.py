@@ -31,7 +31,7 @@ class CompactGraph:
     dst: np.ndarray | None = None
     relation: np.ndarray | None = None
     labels: list[str] = field(default_factory=list)
-    edge_descriptions: object = None  # a pyarrow string array or chunked array, one row per relationship
+    edge_descriptions: object = None  # a pyarrow large_string array, one row per relationship
     passages: list[Passage] = field(default_factory=list)
     # Provenance: eid / rid -> indexes into `passages`, for the entities and relationships that have any.
     entity_sources: dict[int, list[int]] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class CompactGraph:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(0, dtype=np.int32))
         if self.edge_descriptions is None:
-            self.edge_descriptions = pa.array([], type=pa.string())
+            self.edge_descriptions = pa.array([], type=pa.large_string())
         for name in ("keys", "names", "descriptions"):
             if getattr(self, name) is None:
                 setattr(self, name, pa.array([], type=pa.large_string()))
@@ -123,7 +123,8 @@ class CompactGraph:
             src=np.array([eid[r.source] for r in relationships], dtype=np.int32),
             dst=np.array([eid[r.target] for r in relationships], dtype=np.int32),
             relation=np.array([labels.setdefault(r.relation, len(labels)) for r in relationships], dtype=np.int32),
-            labels=list(labels), edge_descriptions=pa.array([r.description for r in relationships], type=pa.string()),
+            labels=list(labels), edge_descriptions=pa.array([r.description for r in relationships],
+                                                         type=pa.large_string()),
             passages=list(graph.passages),
             entity_sources={i: list(e.sources) for i, e in enumerate(entities) if e.sources},
             relationship_sources={i: list(r.sources) for i, r in enumerate(relationships) if r.sources},

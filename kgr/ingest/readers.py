@@ -54,7 +54,8 @@ class StringChunks:
         import pyarrow as pa
 
         if self.pending:
-            self.chunks.append(pa.array(self.pending, type=pa.string()))
+            # 64-bit offsets: a file's descriptions together may pass 2 GiB
+            self.chunks.append(pa.array(self.pending, type=pa.large_string()))
             self.pending = []
 
     def array(self):
@@ -62,7 +63,7 @@ class StringChunks:
         import pyarrow as pa
 
         self._flush()
-        return pa.chunked_array(self.chunks, type=pa.string())
+        return pa.chunked_array(self.chunks, type=pa.large_string())
 
 
 @dataclass

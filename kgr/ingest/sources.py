@@ -169,7 +169,8 @@ def merge(batches: list[readers.Batch]) -> CompactGraph:
         src, relation, dst = (np.concatenate([c[i] for c in columns]) if columns else np.zeros(0, dtype=np.int32)
                               for i in range(3))
     del columns
-    edge_descriptions = pa.chunked_array(chunks, type=pa.string())
+    # one array: taking rows of a chunked one (the duplicates' descriptions) would combine its chunks at each take
+    edge_descriptions = pa.chunked_array(chunks, type=pa.large_string()).combine_chunks()
     del chunks
     representative = _dedupe_edges(src, relation, dst, edge_descriptions)
     rid_of_row = None  # row -> rid; None: every row is its own relationship
@@ -235,13 +236,13 @@ def _declare(graph: CompactGraph, batches: list[readers.Batch], key_maps, eid_of
     _, first = np.unique(every, return_index=True)
     first.sort()
     eid_of[every[first]] = np.arange(len(first), dtype=np.int32)
-    names = pa.chunked_array([c for b in batches for c in b.entity_names.array().chunks], type=pa.string())
+    names = pa.chunked_array([c for b in batches for c in b.entity_names.array().chunks], type=pa.large_string())
     descriptions = pa.chunked_array([c for b in batches for c in b.entity_descriptions.array().chunks],
-                                    type=pa.string())
+                                    type=pa.large_string())
     types = [t for batch in batches for t in batch.entity_types]
     graph.types = [types[row] for row in first.tolist()]
-    declared_names = names.take(pa.array(first)).combine_chunks().cast(pa.large_string())
-    declared_descriptions = descriptions.take(pa.array(first)).combine_chunks().cast(pa.large_string())
+    declared_names = names.take(pa.array(first)).combine_chunks()
+    declared_descriptions = descriptions.take(pa.array(first)).combine_chunks()
 
     def where(row: int) -> tuple[readers.Batch, int | None]:
         """The batch and line of a declaration, by its row among every batch's."""

@@ -401,9 +401,9 @@ def store_graph(
         counts["names_with_several_types"] = len(several_types)
     with project.transaction() as db:
         for name, columns in tables.items():
-            write_table(db, name, columns)
+            write_table(db, name, columns, chunk_rows=chunk_rows)
         for name, (columns, int_columns) in (extra_tables or {}).items():
-            write_table(db, name, columns, int_columns)
+            write_table(db, name, columns, int_columns, chunk_rows)
         project.record_stage(
             "ingest", started=started, input_fingerprint=input_fingerprint, upstream={},
             counts={**counts, "embedding_model": encoder.model_name, "embedding_backend": encoder.vectors_kind,
@@ -421,6 +421,60 @@ def store_graph(
                  "write": round(write_s, 3),
                  "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+class DescribedColumn:
+    """The relationships' description column, made when rows are asked for: the input's description, else
+    `default_description` of the ends' names and the label. Read as an Arrow string array is (`len`, `slice`,
+    `take`, an index, `to_pylist`), so the largest column of a names-only graph is never held whole (10x: ~440 MiB)."""
+
+    def __init__(self, raw, names, labels: Sequence[str], src, dst, relation):
+        """`raw`: the input's descriptions ("" where none), an Arrow array (not chunked: a take from a chunked one
+        would combine its chunks each time); `names`: the entities' names by eid; the rest as `CompactGraph`'s."""
+        self.raw, self.names, self.labels = raw, names, labels
+        self.src, self.dst, self.relation = src, dst, relation
+
+    @property
+    def type(self):
+        import pyarrow as pa
+
+        return pa.large_string()
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def _made(self, texts: list[str], src, dst, relation):
+        """The descriptions of rows whose given texts and ids these are, as a large_string array."""
+        import pyarrow as pa
+
+        heads = self.names.take(pa.array(src)).to_pylist()
+        tails = self.names.take(pa.array(dst)).to_pylist()
+        labels = self.labels
+        return pa.array([text or default_description(head, labels[r], tail)
+                         for text, head, r, tail in zip(texts, heads, relation.tolist(), tails)],
+                        type=pa.large_string())
+
+    def slice(self, start: int, length: int | None = None):
+        """Rows start..start+length as an Arrow array."""
+        stop = len(self) if length is None else min(start + length, len(self))
+        start = min(start, stop)
+        return self._made(self.raw.slice(start, stop - start).to_pylist(), self.src[start:stop], self.dst[start:stop],
+                          self.relation[start:stop])
+
+    def take(self, indices):
+        """The rows `indices` as an Arrow array."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = np.asarray(indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64)
+        return self._made(self.raw.take(pa.array(rows)).to_pylist(), self.src[rows], self.dst[rows],
+                          self.relation[rows])
+
+    def __getitem__(self, index: int):
+        return self.slice(index, 1)[0]
+
+    def to_pylist(self) -> list[str]:
+        return self.slice(0).to_pylist()
 
 
 class PartTexts(SequenceABC):
@@ -587,15 +641,6 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
     def strings(values: Iterable[str]):
         return arrow_column(list(values), integer=False)
 
-    def described(start: int, stop: int) -> list[str]:
-        """Relationships' descriptions, each empty one made from its ends' names and its label."""
-        names, labels = graph.names, graph.labels
-        texts = graph.edge_descriptions.slice(start, stop - start).to_pylist()
-        heads = names.take(pa.array(graph.src[start:stop])).to_pylist()
-        tails = names.take(pa.array(graph.dst[start:stop])).to_pylist()
-        return [text or default_description(head, labels[r], tail)
-                for text, head, r, tail in zip(texts, heads, graph.relation[start:stop].tolist(), tails)]
-
     def embedded(start: int, stop: int) -> list[str]:
         """Entities' texts."""
         return [entity_text(name, description) for name, description in
@@ -616,7 +661,8 @@ def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, 
             "rid": ids(len(graph.src)), "src": arrow_column(graph.src, integer=True),
             "dst": arrow_column(graph.dst, integer=True),
             "relation": pa.array(graph.labels, type=pa.large_string()).take(pa.array(graph.relation)),
-            "description": built_strings(len(graph.src), described, chunk_rows),
+            "description": DescribedColumn(graph.edge_descriptions, graph.names, graph.labels, graph.src,
+                                           graph.dst, graph.relation),
         },
         "passages": {
             "pid": ids(len(graph.passages)), "key": strings(p.key for p in graph.passages),
@@ -669,12 +715,12 @@ GRAPH_INT_COLUMNS = frozenset({"eid", "rid", "pid", "src", "dst"})
 
 def arrow_column(values, integer: bool):
     """One column as an Arrow array: INTEGER columns int32, the rest strings (64-bit offsets: a column of long texts
-    may pass 2 GiB); an Arrow array is kept as it is."""
+    may pass 2 GiB); an Arrow array (or a `DescribedColumn`, made when read) is kept as it is."""
     import pyarrow as pa
 
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks()
-    if isinstance(values, pa.Array):
+    if isinstance(values, (pa.Array, DescribedColumn)):
         return values
     return pa.array(values, type=pa.int32() if integer else pa.large_string())
 
@@ -689,13 +735,19 @@ def arrow_tables(tables: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
     return {name: arrow_columns(columns) for name, columns in tables.items()}
 
 
-def write_table(db, name: str, columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> None:
-    """Create or replace a DuckDB table from columns (lists or Arrow arrays) in one bulk Arrow insert: `int_columns`
-    as INTEGER, the rest as VARCHAR."""
+def write_table(db, name: str, columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS,
+                chunk_rows: int = CHUNK_ROWS) -> None:
+    """Create or replace a DuckDB table from columns (lists, Arrow arrays or a `DescribedColumn`) in one bulk Arrow
+    insert, streamed to DuckDB `chunk_rows` rows at a time (a column made on demand is made a chunk at a time):
+    `int_columns` as INTEGER, the rest as VARCHAR."""
     import pyarrow as pa
 
-    arrow = pa.table(arrow_columns(columns, int_columns))
-    db.register("_incoming", arrow)
+    columns = arrow_columns(columns, int_columns)
+    count = len(next(iter(columns.values())))
+    schema = pa.schema([(column, values.type) for column, values in columns.items()])
+    chunks = (pa.record_batch([values.slice(start, chunk_rows) for values in columns.values()], schema=schema)
+              for start in range(0, count, chunk_rows))
+    db.register("_incoming", pa.RecordBatchReader.from_batches(schema, chunks))
     try:
         db.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
     finally:
