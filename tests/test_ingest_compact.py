@@ -12,7 +12,7 @@ from kgr.errors import InputError
 from kgr.ingest.compact import CompactGraph
 from kgr.ingest.readers import Batch, StringChunks, stream_lines
 from kgr.ingest.sources import merge, passage_links, read_compact, read_graph
-from kgr.ingest.stage import graph_columns
+from kgr.ingest.stage import graph_columns, names_with_several_types
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -117,3 +117,12 @@ def test_merging_a_batch_with_keys_of_its_own():
     graph = merge([base, added])
     assert graph.keys.to_pylist() == ["C", "A", "B"]
     assert graph.src.tolist() == [1, 2] and graph.dst.tolist() == [2, 0]
+
+
+def test_names_shared_across_types_are_found_by_their_collapsed_spelling_in_first_order():
+    tables = {"entities": {"eid": [0, 1, 2, 3, 4, 5], "name": ["Ada  Lee", "Mercury", "Ada Lee", "Mercury", "Solo",
+                                                               "Ada\tLee"]},
+              "entity_types": {"eid": [3, 1, 1, 0, 2, 4], "type": ["planet", "metal", "element", "person", "city",
+                                                                    "x"]}}
+    assert names_with_several_types(tables, chunk_rows=2) == [
+        "'Ada Lee' (untyped / city / person)", "'Mercury' (element, metal / planet)"]

@@ -396,7 +396,7 @@ def store_graph(
     truncated = sum(encoder.truncated(texts) for texts in texts_of.values())
     if truncated:
         counts["truncated_texts"] = truncated
-    several_types = names_with_several_types(tables)
+    several_types = names_with_several_types(tables, chunk_rows)
     if several_types:
         counts["names_with_several_types"] = len(several_types)
     with project.transaction() as db:
@@ -570,21 +570,53 @@ def composed_relationships(tables: Mapping[str, Mapping[str, Any]], rows: Sequen
     return ComposedVectors(np.asarray(rows), parts, part_vectors, np.maximum(weights, 1))
 
 
-def names_with_several_types(tables: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def names_with_several_types(tables: Mapping[str, Mapping[str, Any]], chunk_rows: int = CHUNK_ROWS) -> list[str]:
     """The names (whitespace collapsed) that entities of different types share, each "'name' (types / types)".
 
     Inputs that key entities by id may give one name to several of them; kgr keeps them apart, which is right for
-    two people of one name and wrong for one entity typed twice, so an ingest reports them."""
+    two people of one name and wrong for one entity typed twice, so an ingest reports them. Each entity's sorted types
+    become one number and the names are grouped by Arrow, so only the names reported are held as Python objects."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     tables = arrow_tables({"entities": tables["entities"], "entity_types": tables["entity_types"]})
-    types: dict[int, list[str]] = {}
-    typed = tables["entity_types"]
-    for eid, type_name in zip(typed["eid"].to_pylist(), typed["type"].to_pylist()):
-        types.setdefault(eid, []).append(type_name)
-    kinds: dict[str, set[tuple[str, ...]]] = {}
-    for eid, name in zip(tables["entities"]["eid"].to_pylist(), tables["entities"]["name"].to_pylist()):
-        kinds.setdefault(" ".join(name.split()), set()).add(tuple(sorted(types.get(eid, ()))))
-    return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(shared))})"
-            for name, shared in kinds.items() if len(shared) > 1]
+    entities, typed = tables["entities"], tables["entity_types"]
+    eids = np.asarray(entities["eid"], dtype=np.int64)
+    # each entity's sorted type names as one number: 0 untyped, else one per distinct sorted tuple
+    encoded = pc.dictionary_encode(typed["type"])
+    type_names = encoded.dictionary.to_pylist()
+    rank = np.empty(len(type_names), dtype=np.int64)
+    rank[sorted(range(len(type_names)), key=type_names.__getitem__)] = np.arange(len(type_names))
+    by_rank = sorted(type_names)
+    type_eids = np.asarray(typed["eid"], dtype=np.int64)
+    ranks = rank[np.asarray(encoded.indices, dtype=np.int64)]
+    order = np.lexsort((ranks, type_eids))
+    type_eids, ranks = type_eids[order], ranks[order]
+    signature = np.zeros(int(max(eids.max(initial=-1), type_eids.max(initial=-1))) + 1, dtype=np.int64)
+    kinds: dict[tuple[str, ...], int] = {(): 0}
+    starts = np.flatnonzero(np.diff(type_eids, prepend=-1)) if len(type_eids) else np.zeros(0, dtype=np.int64)
+    for eid, first, last in zip(type_eids[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), len(ranks)]):
+        signature[eid] = kinds.setdefault(tuple(by_rank[r] for r in ranks[first:last].tolist()), len(kinds))
+    of_entity = signature[eids]
+    del type_eids, ranks, order, signature
+
+    def collapsed(start: int, stop: int) -> list[str]:
+        return [" ".join(name.split()) for name in entities["name"].slice(start, stop - start).to_pylist()]
+
+    names = built_strings(len(eids), collapsed, chunk_rows)
+    counted = pa.table({"name": names, "kind": of_entity}).group_by("name").aggregate([("kind", "count_distinct")])
+    several = set(counted.filter(pc.greater(counted["kind_count_distinct"], 1))["name"].to_pylist())
+    if not several:
+        return []
+    tuples = list(kinds)
+    shared: dict[str, set[tuple[str, ...]]] = {}  # in order of each name's first entity
+    for start in range(0, len(eids), chunk_rows):
+        for name, kind in zip(names.slice(start, chunk_rows).to_pylist(), of_entity[start:start + chunk_rows].tolist()):
+            if name in several:
+                shared.setdefault(name, set()).add(tuples[kind])
+    return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(found))})"
+            for name, found in shared.items()]
 
 
 def coarse_typed_entities(graph: CompactGraph, max_inferred: int) -> list[int]:
