@@ -397,6 +397,7 @@ def store_graph(
     if truncated:
         counts["truncated_texts"] = truncated
     several_types = names_with_several_types(tables, chunk_rows)
+    release_arrow_memory()  # its grouping's pages, before DuckDB (its own allocator) writes the tables
     if several_types:
         counts["names_with_several_types"] = len(several_types)
     with project.transaction() as db:
@@ -605,7 +606,8 @@ def names_with_several_types(tables: Mapping[str, Mapping[str, Any]], chunk_rows
         return [" ".join(name.split()) for name in entities["name"].slice(start, stop - start).to_pylist()]
 
     names = built_strings(len(eids), collapsed, chunk_rows)
-    counted = pa.table({"name": names, "kind": of_entity}).group_by("name").aggregate([("kind", "count_distinct")])
+    counted = pa.table({"name": names, "kind": of_entity}).group_by("name", use_threads=False).aggregate(
+        [("kind", "count_distinct")])
     several = set(counted.filter(pc.greater(counted["kind_count_distinct"], 1))["name"].to_pylist())
     if not several:
         return []
