@@ -82,8 +82,9 @@ class EmbeddingConfig:
     # a vector table (entities, relationships, passages) of at least this many rows gets an ANN index (IVF-HNSW-SQ) at
     # ingest, and retrieval's whole-table searches go through it; 0 = never. An exact scan of 200k vectors costs ~17 ms
     index_min_rows: int = ranged(200_000, 0)
-    # rows an ingest reads from its columns, encodes and writes to the vector tables at a time: with the encoder's
-    # batch it bounds the texts and vectors held at once (what else an ingest holds grows with the graph: README)
+    # records an ingest reads into compact columns at a time, and rows it turns into texts, encodes and writes to the
+    # vector tables at a time: with the encoder's batch it bounds the strings, texts and vectors held at once (what
+    # else an ingest holds grows with the graph: README)
     chunk_rows: int = ranged(8192, 1)
 
 

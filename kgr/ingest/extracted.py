@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from kgr.errors import InputError
-from kgr.graph import Entity, Passage
+from kgr.graph import Passage
 from kgr.ingest.readers import LIGHTRAG_RELATION, Batch, load_json
 
 # The first key of an OpenIE results document; how `detect_format` tells it from a LightRAG custom KG.
@@ -38,13 +38,13 @@ def is_openie(text: str) -> bool:
     return OPENIE_START.match(text) is not None
 
 
-def read_openie(path: Path, text: str) -> Batch:
+def read_openie(batch: Batch, text: str) -> Batch:
     """Read HippoRAG OpenIE results: one passage per doc, its entities and triples sourced to it."""
+    path = batch.path
     document, lines = load_json(path, text)
     docs = document.get("docs") if isinstance(document, dict) else None
     if not isinstance(docs, list):
         raise InputError(path, "expected HippoRAG OpenIE results: an object whose `docs` is a list", 1)
-    batch = Batch(path)
     for number, doc in enumerate(docs):
         line = lines.get(id(doc))
         where = f"{path}:{line}: docs[{number}]" if line is not None else f"{path}: docs[{number}]"
@@ -69,12 +69,12 @@ def read_openie(path: Path, text: str) -> Batch:
                 batch.skipped.append(f"{where}: triple {k}: expected 3 non-empty strings, found {triple!r}")
                 continue
             subject, relation, obj = (part.strip() for part in triple)
-            batch.edge_sources[len(batch.edges)] = [local]
+            batch.edge_sources[batch.edge_count] = [local]
             batch.add_edge(line, subject, relation, obj, "")
             named += [subject, obj]
         for name in dict.fromkeys(named):
-            batch.entity_sources[len(batch.entities)] = [local]
-            batch.entities.append((line, Entity(key=name, name=name)))
+            batch.entity_sources[batch.entity_count] = [local]
+            batch.add_entity(line, name, name, [], "")
     return batch
 
 
@@ -153,14 +153,15 @@ def _text(row: dict, column: str, path: Path, number: int) -> str:
     return value.strip()
 
 
-def read_graphrag(folder: Path) -> Batch:
-    """Read a GraphRAG output folder: entities (typed by `type`), relationships and text units as passages."""
+def read_graphrag(batch: Batch) -> Batch:
+    """Read a GraphRAG output folder (`batch.path`): entities (typed by `type`), relationships and text units as
+    passages."""
+    folder = batch.path
     tables = graphrag_tables(folder)
     missing = sorted({"entities", "relationships"} - set(tables))
     if missing:
         raise InputError(folder, f"not a GraphRAG output folder: no {' or '.join(missing)} table "
                                  f"({' / '.join(GRAPHRAG_TABLES[missing[0]])})")
-    batch = Batch(folder)
     units: dict[str, int] = {}
     if "text_units" in tables:
         titles = {}
@@ -195,9 +196,8 @@ def read_graphrag(folder: Path) -> Batch:
         kind = _text(row, "type", path, n)
         found = sources(row, path, n)
         if found:
-            batch.entity_sources[len(batch.entities)] = found
-        batch.entities.append((n, Entity(key=name, name=name, types=[kind] if kind else [],
-                                         description=_text(row, "description", path, n))))
+            batch.entity_sources[batch.entity_count] = found
+        batch.add_entity(n, name, name, [kind] if kind else [], _text(row, "description", path, n))
     path = tables["relationships"]
     for n, row in enumerate(_rows(path, ("source", "target", "description"), (("text_unit_ids",),)), 1):
         source, target = _text(row, "source", path, n), _text(row, "target", path, n)
@@ -205,6 +205,6 @@ def read_graphrag(folder: Path) -> Batch:
             raise InputError(path, f"row {n}: relationship without source or target")
         found = sources(row, path, n)
         if found:
-            batch.edge_sources[len(batch.edges)] = found
+            batch.edge_sources[batch.edge_count] = found
         batch.add_edge(n, source, LIGHTRAG_RELATION, target, _text(row, "description", path, n))
     return batch

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import codecs
 import csv
-import io
 import json
 import re
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgr.errors import InputError
-from kgr.graph import Entity, Passage
+from kgr.graph import Passage
 
 # Our field names, which the `columns` option maps to a file's own header names or JSON keys.
 FIELDS = ("subject", "relation", "object", "source", "target", "id", "name", "type", "types", "description",
@@ -23,35 +24,133 @@ LIGHTRAG_UNKNOWN = "UNKNOWN"
 # LightRAG relationships carry no label of their own; this one stands in when `keywords` is empty.
 LIGHTRAG_RELATION = "related_to"
 
-Edge = tuple[int, str, str, str, str]  # (line, source key, relation, target key, description)
 # A provenance reference: a passage id or title (str), or the index of one of the batch's own passages (int).
 SourceRef = str | int
+# Records a batch turns into compact columns at a time (`embedding.chunk_rows` in an ingest).
+CHUNK_ROWS = 8192
+# Line 0 in a batch's line columns: the record has no line (a JSON element whose start was not noted, a held graph).
+NO_LINE = 0
+
+
+class StringChunks:
+    """Strings appended one at a time and held as Arrow string chunks of `chunk_rows` (no Python object each)."""
+
+    def __init__(self, chunk_rows: int = CHUNK_ROWS):
+        self.chunk_rows = chunk_rows
+        self.chunks: list = []
+        self.pending: list[str] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def append(self, text: str) -> None:
+        self.pending.append(text)
+        self.count += 1
+        if len(self.pending) >= self.chunk_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.pending:
+            # 64-bit offsets: a file's descriptions together may pass 2 GiB
+            self.chunks.append(pa.array(self.pending, type=pa.large_string()))
+            self.pending = []
+
+    def array(self):
+        """Every string appended, as one pyarrow ChunkedArray."""
+        import pyarrow as pa
+
+        self._flush()
+        return pa.chunked_array(self.chunks, type=pa.large_string())
 
 
 @dataclass
 class Batch:
-    """What one file contributed: entities and edges with their 1-based lines, and passages."""
+    """What one file contributed, as compact columns: entities and edges with their 1-based lines, and passages.
+
+    Entity keys are numbered in `keys` (shared by the batches of one read, so a key is held once) and relation labels
+    in `labels`; edges are int32 columns of those numbers, names and descriptions Arrow strings made `chunk_rows` at
+    a time, so a read holds no Python object per record."""
 
     path: Path
-    entities: list[tuple[int, Entity]] = field(default_factory=list)
-    edges: list[Edge] = field(default_factory=list)
     # True when edges name entity ids (source/target records), which must then match declared entities.
     keyed: bool = False
     # (line, passage, the input's own key if it gave one); keys are assigned when batches are merged.
     passages: list[tuple[int | None, Passage, str | None]] = field(default_factory=list)
-    # Provenance: index into `edges` / `entities` -> the passages that record was extracted from.
+    # Provenance: index into the edges / entities -> the passages that record was extracted from.
     edge_sources: dict[int, list[SourceRef]] = field(default_factory=dict)
     entity_sources: dict[int, list[SourceRef]] = field(default_factory=dict)
     # Records left out as malformed, each "file:line: what was wrong" (reported, not fatal).
     skipped: list[str] = field(default_factory=list)
-    # One string object per distinct key and label among the edges (`add_edge`), not one per line.
-    _strings: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Entity key -> its number, in order of first reading; the batches of one read share one.
+    keys: dict[str, int] = field(default_factory=dict, repr=False)
+    chunk_rows: int = CHUNK_ROWS
+    # Declared entities: line, key number, name, description, types (a tuple shared by the entities with the same
+    # types; the empty tuple when untyped).
+    entity_lines: array = field(default_factory=lambda: array("i"), repr=False)
+    entity_keys: array = field(default_factory=lambda: array("i"), repr=False)
+    entity_names: StringChunks = field(init=False, repr=False)
+    entity_descriptions: StringChunks = field(init=False, repr=False)
+    entity_types: list[tuple[str, ...]] = field(default_factory=list, repr=False)
+    # Edges: line, source and target key numbers, label number (`labels`), description ("" when none was given).
+    edge_lines: array = field(default_factory=lambda: array("i"), repr=False)
+    edge_heads: array = field(default_factory=lambda: array("i"), repr=False)
+    edge_tails: array = field(default_factory=lambda: array("i"), repr=False)
+    edge_labels: array = field(default_factory=lambda: array("i"), repr=False)
+    edge_descriptions: StringChunks = field(init=False, repr=False)
+    labels: dict[str, int] = field(default_factory=dict, repr=False)
+    _type_tuples: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.entity_names = StringChunks(self.chunk_rows)
+        self.entity_descriptions = StringChunks(self.chunk_rows)
+        self.edge_descriptions = StringChunks(self.chunk_rows)
+
+    @property
+    def entity_count(self) -> int:
+        return len(self.entity_keys)
+
+    @property
+    def edge_count(self) -> int:
+        return len(self.edge_lines)
+
+    def key_number(self, key: str) -> int:
+        """The number of an entity key, numbering it if new."""
+        number = self.keys.get(key)
+        if number is None:
+            number = self.keys[key] = len(self.keys)
+        return number
+
+    def add_entity(self, line: int | None, key: str, name: str, types: list[str], description: str) -> None:
+        """Append a declared entity."""
+        self.entity_lines.append(line or NO_LINE)
+        self.entity_keys.append(self.key_number(key))
+        self.entity_names.append(name)
+        self.entity_descriptions.append(description)
+        found = tuple(types)
+        self.entity_types.append(self._type_tuples.setdefault(found, found))
 
     def add_edge(self, line: int | None, source: str, relation: str, target: str, description: str) -> None:
-        """Append an edge; its keys and label share the string objects of earlier edges that named them."""
-        strings = self._strings
-        self.edges.append((line, strings.setdefault(source, source), strings.setdefault(relation, relation),
-                           strings.setdefault(target, target), description))
+        """Append an edge; its keys and label become numbers, its description joins the pending chunk."""
+        self.edge_lines.append(line or NO_LINE)
+        self.edge_heads.append(self.key_number(source))
+        label = self.labels.get(relation)
+        if label is None:
+            label = self.labels[relation] = len(self.labels)
+        self.edge_labels.append(label)
+        self.edge_tails.append(self.key_number(target))
+        self.edge_descriptions.append(description)
+
+    def release_edges(self) -> None:
+        """Drop the edges' key, label and description columns (merged; lines stay for messages)."""
+        self.edge_heads, self.edge_tails, self.edge_labels = array("i"), array("i"), array("i")
+        self.edge_descriptions = StringChunks(self.chunk_rows)
+
+    def line(self, number: int) -> int | None:
+        """A line from a line column (None for NO_LINE)."""
+        return number if number != NO_LINE else None
 
 
 def read_text(path: Path) -> str:
@@ -75,18 +174,77 @@ def read_text(path: Path) -> str:
     return text
 
 
+def _open_error(path: Path, error: OSError) -> InputError:
+    """The one-line error of a file that cannot be opened."""
+    if isinstance(error, FileNotFoundError):
+        return InputError(path, "no such file")
+    return InputError(path, f"cannot read the file: {error.strerror}")
+
+
+def _utf8_error(path: Path) -> InputError:
+    """The error `read_text` gives a file that is not UTF-8, found by decoding it line by line (a newline byte never
+    falls inside a UTF-8 sequence, so the first bad line holds the whole file's first bad byte)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return InputError(path, f"not UTF-8 text (invalid byte 0x{raw[e.start]:02x})", number)
+    raise AssertionError(f"{path} decoded line by line")  # only called after a decode failed
+
+
+def read_head(path: Path, lines: int = 3) -> str:
+    """The text of a file up to its `lines`-th non-blank line (enough to tell its format), rejecting a missing,
+    unreadable or empty file and bad UTF-8 within it as `read_text` does."""
+    head: list[str] = []
+    found = 0
+    try:
+        with open(path, encoding="utf-8-sig", newline="\n") as handle:
+            for line in handle:
+                head.append(line)
+                found += bool(line.strip())
+                if found >= lines:
+                    break
+    except OSError as e:
+        raise _open_error(path, e) from None
+    except UnicodeDecodeError:
+        raise _utf8_error(path) from None
+    if not found:
+        # Line 1 is where a record was expected; the message says which kind of empty it is.
+        raise InputError(path, "empty file (0 bytes)" if not head else "empty file (only blank lines)", 1)
+    return "".join(head)
+
+
+def stream_lines(path: Path, newline: str = "\n") -> Iterator[str]:
+    """A file's lines as they are read (a whole file is never held). With `newline` "\\n" they come as the text's
+    `split("\\n")` does, without the newline; with "" as `csv` reads a file (line ends kept)."""
+    try:
+        with open(path, encoding="utf-8-sig", newline=newline) as handle:
+            if newline:
+                for line in handle:
+                    yield line[:-1] if line.endswith("\n") else line
+            else:
+                yield from handle
+    except UnicodeDecodeError:
+        raise _utf8_error(path) from None
+    except OSError as e:
+        raise _open_error(path, e) from None
+
+
 def require_records(batch: Batch, line: int, what: str) -> Batch:
     """Return the batch, refusing one that holds no entity, edge or passage (`what` says what the file had)."""
-    if not (batch.entities or batch.edges or batch.passages):
+    if not (batch.entity_count or batch.edge_count or batch.passages):
         raise InputError(batch.path, f"no records: {what}", line)
     return batch
 
 
-def read_triples(path: Path, text: str, delimiter: str = "|") -> Batch:
+def read_triples(batch: Batch, lines: Iterable[str], delimiter: str = "|") -> Batch:
     """Read header-less `subject|relation|object` lines (MetaQA's kb.txt); names are the entity keys."""
-    batch = Batch(path)
+    path = batch.path
     append = batch.add_edge
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(lines, 1):
         parts = line.split(delimiter)
         if len(parts) != 3:
             if not line.strip():
@@ -110,10 +268,12 @@ def _check_columns(path: Path, columns: dict[str, str] | None) -> dict[str, str]
     return columns
 
 
-def read_table(path: Path, text: str, delimiter: str, columns: dict[str, str] | None = None) -> Batch:
-    """Read a CSV/TSV file with a header; rows are triples, relationships or entities by their columns."""
+def read_table(batch: Batch, lines: Iterable[str], delimiter: str, columns: dict[str, str] | None = None) -> Batch:
+    """Read a CSV/TSV file with a header (`lines` with their ends, as `stream_lines(path, "")` gives them); rows are
+    triples, relationships or entities by their columns."""
+    path = batch.path
     columns = _check_columns(path, columns)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = next(row for row in reader if any(cell.strip() for cell in row))
         header_line = reader.line_num
@@ -131,7 +291,7 @@ def read_table(path: Path, text: str, delimiter: str, columns: dict[str, str] | 
                                  header_line)
         kind = _record_kind(path, set(index), header_line, what="columns")
         _refuse_unknown_columns(path, names, index, header_line)
-        batch = Batch(path, keyed=kind == "relationship")
+        batch.keyed = kind == "relationship"
         for row in reader:
             if not any(cell.strip() for cell in row):
                 continue
@@ -217,7 +377,7 @@ def _add_record(batch: Batch, kind: str, record: dict, path: Path, line: int | N
     """Append one triple, relationship or entity record (fields already under our names) to a batch."""
     refs = _source_refs(record, kind, path, line, type_separator)
     if refs:
-        index = len(batch.entities) if kind == "entity" else len(batch.edges)
+        index = batch.entity_count if kind == "entity" else batch.edge_count
         (batch.entity_sources if kind == "entity" else batch.edge_sources)[index] = refs
     if kind == "entity":
         key = _scalar(record.get("id"), "id", path, line)
@@ -228,9 +388,8 @@ def _add_record(batch: Batch, kind: str, record: dict, path: Path, line: int | N
         for extra in _types(record.get("types"), path, line, type_separator):
             if extra not in types:
                 types.append(extra)
-        entity = Entity(key=key or name, name=name or key, types=types,
-                        description=_scalar(record.get("description"), "description", path, line))
-        batch.entities.append((line, entity))
+        batch.add_entity(line, key or name, name or key, types,
+                         _scalar(record.get("description"), "description", path, line))
         return
     ends = ("subject", "object") if kind == "triple" else ("source", "target")
     source = _scalar(record.get(ends[0]), ends[0], path, line)
@@ -249,11 +408,11 @@ def _rename(record: dict, columns: dict[str, str]) -> dict:
     return {our: record.get(columns.get(our, our)) for our in FIELDS}
 
 
-def read_jsonl(path: Path, text: str, columns: dict[str, str] | None = None) -> Batch:
+def read_jsonl(batch: Batch, lines: Iterable[str], columns: dict[str, str] | None = None) -> Batch:
     """Read JSON Lines of triple, relationship or entity records (each line may be any of them)."""
+    path = batch.path
     columns = _check_columns(path, columns)
-    batch = Batch(path)
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -348,28 +507,28 @@ def load_json(path: Path, text: str) -> tuple[object, dict[int, int]]:
     return document, lines
 
 
-def read_json(path: Path, text: str, columns: dict[str, str] | None = None) -> Batch:
+def read_json(batch: Batch, text: str, columns: dict[str, str] | None = None) -> Batch:
     """Read a JSON array of triple, relationship or entity records."""
+    path = batch.path
     columns = _check_columns(path, columns)
     document, lines = load_json(path, text)
     if not isinstance(document, list):
         raise InputError(path, "expected a JSON array of records", 1)
-    batch = Batch(path)
     for record in document:
         _add_json_record(batch, record, columns, path, lines.get(id(record)))
     return require_records(batch, 1, "an empty JSON array")
 
 
-def read_lightrag(path: Path, text: str) -> Batch:
+def read_lightrag(batch: Batch, text: str) -> Batch:
     """Read LightRAG's custom-KG JSON (`insert_custom_kg` input): entities, relationships and chunks.
 
     As in LightRAG, entity names are the keys and a relationship may name an entity that is not listed
     (it is then created). Relationship `keywords` become the relation label; chunks become passages."""
+    path = batch.path
     document, lines = load_json(path, text)
     if not isinstance(document, dict) or not {"entities", "relationships", "chunks"} & set(document):
         raise InputError(path, "expected a LightRAG custom KG: an object with entities, relationships "
                                "and/or chunks", 1)
-    batch = Batch(path)
     for section, required in (("entities", ("entity_name",)), ("relationships", ("src_id", "tgt_id")),
                               ("chunks", ("content",))):
         items = document.get(section) or []
@@ -406,12 +565,12 @@ def _add_lightrag_item(batch: Batch, section: str, item: dict, path: Path, line:
                 if r.strip() and r.strip().upper() != LIGHTRAG_UNKNOWN]
         if refs:
             table = batch.entity_sources if section == "entities" else batch.edge_sources
-            table[len(batch.entities) if section == "entities" else len(batch.edges)] = refs
+            table[batch.entity_count if section == "entities" else batch.edge_count] = refs
     if section == "entities":
         name = _scalar(item["entity_name"], "entity_name", path, line)
         types = [t for t in _types(item.get("entity_type"), path, line, LIGHTRAG_SEP)
                  if t.upper() != LIGHTRAG_UNKNOWN]
-        batch.entities.append((line, Entity(key=name, name=name, types=types, description=description)))
+        batch.add_entity(line, name, name, types, description)
     elif section == "relationships":
         keywords = _scalar(item.get("keywords"), "keywords", path, line)
         batch.add_edge(line, _scalar(item["src_id"], "src_id", path, line), keywords or LIGHTRAG_RELATION,

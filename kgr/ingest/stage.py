@@ -14,7 +14,8 @@ from kgr.embed import (CHUNK_ROWS, ComposedVectors, EmbeddingCheckpoint, Encoder
                        build_vector_index, load_vectors, missing_parts, project_encoder, reusable_vectors, text_hash,
                        write_meta, write_vector_table)
 from kgr.errors import InputError, KgrError, UsageError
-from kgr.graph import Entity, Graph, Passage, Relationship, default_description, relation_words
+from kgr.graph import Graph, Passage, default_description, relation_words
+from kgr.ingest.compact import CompactGraph
 from kgr.project import PHRASES_DIR, VECTORS_DIR, Project, file_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -162,26 +163,31 @@ def _decide(project: Project, options: IngestOptions, input_fp: str, mode: str |
         f"--replace to replace the graph with them or --append to add them to it")
 
 
-def held_graph(project: Project) -> Batch:
-    """The project's current graph as a batch to merge appended files into.
+def held_graph(project: Project, chunk_rows: int = CHUNK_ROWS) -> Batch:
+    """The project's current graph as a batch to merge appended files into (read `chunk_rows` rows at a time).
 
     Descriptions kgr generated are left empty, so they are generated again for the merged names and an appended
     copy of an edge is recognised as the same edge."""
     from kgr.ingest.readers import Batch
 
     db = project.db
-    batch = Batch(project.db_path)
+    batch = Batch(project.db_path, chunk_rows=chunk_rows)
     types: dict[int, list[str]] = {}
     for eid, type_name in db.execute("SELECT eid, type FROM entity_types ORDER BY rowid").fetchall():
         types.setdefault(eid, []).append(type_name)
-    rows = db.execute("SELECT eid, key, name, description FROM entities ORDER BY eid").fetchall()
-    keys, names = [row[1] for row in rows], [row[2] for row in rows]
-    batch.entities = [(None, Entity(key=key, name=name, types=types.get(eid, []), description=description))
-                      for eid, key, name, description in rows]
-    for src, dst, relation, description in db.execute(
-            "SELECT src, dst, relation, description FROM relationships ORDER BY rid").fetchall():
-        generated = description == default_description(names[src], relation, names[dst])
-        batch.edges.append((None, keys[src], relation, keys[dst], "" if generated else description))
+    keys: list[str] = []
+    names: list[str] = []
+    for rows in _fetch_chunks(db.execute("SELECT eid, key, name, description FROM entities ORDER BY eid"),
+                              chunk_rows):
+        for eid, key, name, description in rows:
+            batch.add_entity(None, key, name, types.get(eid, []), description)
+            keys.append(key)
+            names.append(name)
+    for rows in _fetch_chunks(db.execute("SELECT src, dst, relation, description FROM relationships ORDER BY rid"),
+                              chunk_rows):
+        for src, dst, relation, description in rows:
+            generated = description == default_description(names[src], relation, names[dst])
+            batch.add_edge(None, keys[src], relation, keys[dst], "" if generated else description)
     batch.passages = [(None, Passage(key="", title=title, text=text), key) for key, title, text in
                       db.execute("SELECT key, title, text FROM passages ORDER BY pid").fetchall()]
     # Provenance, when the graph records it: passage ids are the base batch's own passage positions.
@@ -193,6 +199,15 @@ def held_graph(project: Project) -> Batch:
                 found.setdefault(index, []).append(pid)
             setattr(batch, sources, found)
     return batch
+
+
+def _fetch_chunks(cursor, rows: int):
+    """A query's result `rows` rows at a time."""
+    while True:
+        chunk = cursor.fetchmany(rows)
+        if not chunk:
+            return
+        yield chunk
 
 
 @dataclass
@@ -254,23 +269,25 @@ def run_ingest(
 def _read_and_store(project: Project, options: IngestOptions, action: str, held: list[HeldInput], part_fp: str,
                     started: float, progress: ProgressFactory | None) -> IngestReport:
     """The body of an ingest that runs: read and type the inputs, then embed and commit them (`store_graph`)."""
-    from kgr.ingest import link_passages, read_graph
+    from kgr.ingest.sources import passage_links, read_compact
 
     parts = [*held, HeldInput(part_fp, options.files(), Path(options.schema).name if options.schema else "")]
     if action != "append":
         parts = parts[-1:]
     input_fp = combined_fingerprint([p.fingerprint for p in parts])
-    graph = read_graph(
+    chunk_rows = project.config.embedding.chunk_rows
+    graph = read_compact(
         options.paths, fmt=options.fmt, passages=options.passages, schema=options.schema,
         columns=options.columns, delimiter=options.delimiter,
-        base=held_graph(project) if action == "append" else None,
+        base=held_graph(project, chunk_rows) if action == "append" else None, chunk_rows=chunk_rows,
     )
-    tables = graph_columns(graph, link_passages(graph))
+    tables = graph_columns(graph, passage_links(TextColumn(graph.names), graph.passages))
     coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
     skipped_records, role_types = graph.skipped, len(graph.inferred_types)
-    # The graph's objects (one per entity and relationship) are dropped before the encoder loads and the vectors are
-    # written: from here the graph is its Arrow columns, and texts become Python strings a chunk at a time.
+    # The read graph is dropped before the encoder loads and the vectors are written: from here the graph is its
+    # Arrow columns, and texts become Python strings a chunk at a time.
     del graph
+    release_arrow_memory()
     read_s = time.time() - started
     skipped = {"skipped_records": len(skipped_records)} if skipped_records else None
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
@@ -283,6 +300,14 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     report.counts.update({**(skipped or {}), **typing})
     report.skipped_records = skipped_records
     return report
+
+
+def release_arrow_memory() -> None:
+    """Hand the pages Arrow's allocator kept from freed arrays back to the system, so the encoder, LanceDB and DuckDB
+    (their own allocators) can have them (1x names graph: ~25 MiB once the read graph is dropped)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def ingest_engine(config, encoder: Encoder):
@@ -371,14 +396,15 @@ def store_graph(
     truncated = sum(encoder.truncated(texts) for texts in texts_of.values())
     if truncated:
         counts["truncated_texts"] = truncated
-    several_types = names_with_several_types(tables)
+    several_types = names_with_several_types(tables, chunk_rows)
+    release_arrow_memory()  # its grouping's pages, before DuckDB (its own allocator) writes the tables
     if several_types:
         counts["names_with_several_types"] = len(several_types)
     with project.transaction() as db:
         for name, columns in tables.items():
-            write_table(db, name, columns)
+            write_table(db, name, columns, chunk_rows=chunk_rows)
         for name, (columns, int_columns) in (extra_tables or {}).items():
-            write_table(db, name, columns, int_columns)
+            write_table(db, name, columns, int_columns, chunk_rows)
         project.record_stage(
             "ingest", started=started, input_fingerprint=input_fingerprint, upstream={},
             counts={**counts, "embedding_model": encoder.model_name, "embedding_backend": encoder.vectors_kind,
@@ -396,6 +422,60 @@ def store_graph(
                  "write": round(write_s, 3),
                  "encoder": round(engine.encode_seconds, 3), "total": round(time.time() - started, 3)},
     )
+
+
+class DescribedColumn:
+    """The relationships' description column, made when rows are asked for: the input's description, else
+    `default_description` of the ends' names and the label. Read as an Arrow string array is (`len`, `slice`,
+    `take`, an index, `to_pylist`), so the largest column of a names-only graph is never held whole (10x: ~440 MiB)."""
+
+    def __init__(self, raw, names, labels: Sequence[str], src, dst, relation):
+        """`raw`: the input's descriptions ("" where none), an Arrow array (not chunked: a take from a chunked one
+        would combine its chunks each time); `names`: the entities' names by eid; the rest as `CompactGraph`'s."""
+        self.raw, self.names, self.labels = raw, names, labels
+        self.src, self.dst, self.relation = src, dst, relation
+
+    @property
+    def type(self):
+        import pyarrow as pa
+
+        return pa.large_string()
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def _made(self, texts: list[str], src, dst, relation):
+        """The descriptions of rows whose given texts and ids these are, as a large_string array."""
+        import pyarrow as pa
+
+        heads = self.names.take(pa.array(src)).to_pylist()
+        tails = self.names.take(pa.array(dst)).to_pylist()
+        labels = self.labels
+        return pa.array([text or default_description(head, labels[r], tail)
+                         for text, head, r, tail in zip(texts, heads, relation.tolist(), tails)],
+                        type=pa.large_string())
+
+    def slice(self, start: int, length: int | None = None):
+        """Rows start..start+length as an Arrow array."""
+        stop = len(self) if length is None else min(start + length, len(self))
+        start = min(start, stop)
+        return self._made(self.raw.slice(start, stop - start).to_pylist(), self.src[start:stop], self.dst[start:stop],
+                          self.relation[start:stop])
+
+    def take(self, indices):
+        """The rows `indices` as an Arrow array."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = np.asarray(indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64)
+        return self._made(self.raw.take(pa.array(rows)).to_pylist(), self.src[rows], self.dst[rows],
+                          self.relation[rows])
+
+    def __getitem__(self, index: int):
+        return self.slice(index, 1)[0]
+
+    def to_pylist(self) -> list[str]:
+        return self.slice(0).to_pylist()
 
 
 class PartTexts(SequenceABC):
@@ -491,29 +571,63 @@ def composed_relationships(tables: Mapping[str, Mapping[str, Any]], rows: Sequen
     return ComposedVectors(np.asarray(rows), parts, part_vectors, np.maximum(weights, 1))
 
 
-def names_with_several_types(tables: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def names_with_several_types(tables: Mapping[str, Mapping[str, Any]], chunk_rows: int = CHUNK_ROWS) -> list[str]:
     """The names (whitespace collapsed) that entities of different types share, each "'name' (types / types)".
 
     Inputs that key entities by id may give one name to several of them; kgr keeps them apart, which is right for
-    two people of one name and wrong for one entity typed twice, so an ingest reports them."""
+    two people of one name and wrong for one entity typed twice, so an ingest reports them. Each entity's sorted types
+    become one number and the names are grouped by Arrow, so only the names reported are held as Python objects."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     tables = arrow_tables({"entities": tables["entities"], "entity_types": tables["entity_types"]})
-    types: dict[int, list[str]] = {}
-    typed = tables["entity_types"]
-    for eid, type_name in zip(typed["eid"].to_pylist(), typed["type"].to_pylist()):
-        types.setdefault(eid, []).append(type_name)
-    kinds: dict[str, set[tuple[str, ...]]] = {}
-    for eid, name in zip(tables["entities"]["eid"].to_pylist(), tables["entities"]["name"].to_pylist()):
-        kinds.setdefault(" ".join(name.split()), set()).add(tuple(sorted(types.get(eid, ()))))
-    return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(shared))})"
-            for name, shared in kinds.items() if len(shared) > 1]
+    entities, typed = tables["entities"], tables["entity_types"]
+    eids = np.asarray(entities["eid"], dtype=np.int64)
+    # each entity's sorted type names as one number: 0 untyped, else one per distinct sorted tuple
+    encoded = pc.dictionary_encode(typed["type"])
+    type_names = encoded.dictionary.to_pylist()
+    rank = np.empty(len(type_names), dtype=np.int64)
+    rank[sorted(range(len(type_names)), key=type_names.__getitem__)] = np.arange(len(type_names))
+    by_rank = sorted(type_names)
+    type_eids = np.asarray(typed["eid"], dtype=np.int64)
+    ranks = rank[np.asarray(encoded.indices, dtype=np.int64)]
+    order = np.lexsort((ranks, type_eids))
+    type_eids, ranks = type_eids[order], ranks[order]
+    signature = np.zeros(int(max(eids.max(initial=-1), type_eids.max(initial=-1))) + 1, dtype=np.int64)
+    kinds: dict[tuple[str, ...], int] = {(): 0}
+    starts = np.flatnonzero(np.diff(type_eids, prepend=-1)) if len(type_eids) else np.zeros(0, dtype=np.int64)
+    for eid, first, last in zip(type_eids[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), len(ranks)]):
+        signature[eid] = kinds.setdefault(tuple(by_rank[r] for r in ranks[first:last].tolist()), len(kinds))
+    of_entity = signature[eids]
+    del type_eids, ranks, order, signature
+
+    def collapsed(start: int, stop: int) -> list[str]:
+        return [" ".join(name.split()) for name in entities["name"].slice(start, stop - start).to_pylist()]
+
+    names = built_strings(len(eids), collapsed, chunk_rows)
+    counted = pa.table({"name": names, "kind": of_entity}).group_by("name", use_threads=False).aggregate(
+        [("kind", "count_distinct")])
+    several = set(counted.filter(pc.greater(counted["kind_count_distinct"], 1))["name"].to_pylist())
+    if not several:
+        return []
+    tuples = list(kinds)
+    shared: dict[str, set[tuple[str, ...]]] = {}  # in order of each name's first entity
+    for start in range(0, len(eids), chunk_rows):
+        for name, kind in zip(names.slice(start, chunk_rows).to_pylist(), of_entity[start:start + chunk_rows].tolist()):
+            if name in several:
+                shared.setdefault(name, set()).add(tuples[kind])
+    return [f"{name!r} ({' / '.join(', '.join(each) or 'untyped' for each in sorted(found))})"
+            for name, found in shared.items()]
 
 
-def coarse_typed_entities(graph: Graph, max_inferred: int) -> list[int]:
+def coarse_typed_entities(graph: CompactGraph, max_inferred: int) -> list[int]:
     """The entity ids to type by coarse kinds: those typed only by inference, when inference gave too many types."""
     if len(graph.inferred_types) <= max_inferred:
         return []
     inferred = set(graph.inferred_types)
-    return [eid for eid, entity in enumerate(graph.entities.values()) if set(entity.types) <= inferred]
+    # role types are all inferred ones (typing by a schema infers none): only the input's types can fall outside
+    return [eid for eid, types in enumerate(graph.types) if set(types) <= inferred]
 
 
 def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: Encoder,
@@ -537,17 +651,20 @@ def retype_coarse(tables: Mapping[str, Mapping[str, Any]], gen: Path, encoder: E
     return {"eid": [e for e, _ in rows], "type": [t for _, t in rows]}
 
 
-def graph_columns(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+def graph_columns(graph: Graph | CompactGraph, links: Sequence[tuple[int | str, int]],
+                  chunk_rows: int = CHUNK_ROWS) -> dict[str, dict[str, Any]]:
     """Arrow columns for every graph table, with dense integer ids; a relationship without a description gets
-    `default_description`'s sentence.
+    `default_description`'s sentence (made `chunk_rows` rows at a time).
 
-    Each column is made as a list and turned into an Arrow array at once, so beside the graph only one column at a
-    time is held as Python objects."""
+    `links` pairs entities (eids; keys for a `Graph`) with passage indexes. A Graph of objects is first turned into
+    its columns (`CompactGraph.from_graph`)."""
     import numpy as np
+    import pyarrow as pa
 
-    eid = {key: index for index, key in enumerate(graph.entities)}
-    entities = list(graph.entities.values())
-    relationships = graph.relationships
+    if isinstance(graph, Graph):
+        eid = {key: index for index, key in enumerate(graph.entities)}
+        links = [(eid[key], pid) for key, pid in links]
+        graph = CompactGraph.from_graph(graph)
 
     def ids(count: int):
         return arrow_column(np.arange(count, dtype=np.int32), integer=True)
@@ -558,40 +675,66 @@ def graph_columns(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[
     def strings(values: Iterable[str]):
         return arrow_column(list(values), integer=False)
 
-    def described(r: Relationship) -> str:
-        return r.description or default_description(graph.entities[r.source].name, r.relation,
-                                                    graph.entities[r.target].name)
+    def embedded(start: int, stop: int) -> list[str]:
+        """Entities' texts."""
+        return [entity_text(name, description) for name, description in
+                zip(graph.names.slice(start, stop - start).to_pylist(),
+                    graph.descriptions.slice(start, stop - start).to_pylist())]
 
+    type_eids, type_names = graph.type_rows()
+    relationship_sources = sorted(graph.relationship_sources.items())
+    entity_sources = sorted(graph.entity_sources.items())
     return {
         "entities": {
-            "eid": ids(len(entities)), "key": strings(e.key for e in entities),
-            "name": strings(e.name for e in entities), "description": strings(e.description for e in entities),
-            "text": strings(entity_text(e.name, e.description) for e in entities),
+            "eid": ids(len(graph)), "key": graph.keys, "name": graph.names, "description": graph.descriptions,
+            "text": built_strings(len(graph), embedded, chunk_rows),
         },
-        "entity_types": {
-            "eid": ints(eid[e.key] for e in entities for _ in e.types),
-            "type": strings(t for e in entities for t in e.types),
-        },
+        "entity_types": {"eid": ints(type_eids), "type": strings(type_names)},
         "relationships": {
-            "rid": ids(len(relationships)), "src": ints(eid[r.source] for r in relationships),
-            "dst": ints(eid[r.target] for r in relationships), "relation": strings(r.relation for r in relationships),
-            "description": strings(described(r) for r in relationships),
+            # the int32 id columns are shared with the read graph, not copied
+            "rid": ids(len(graph.src)), "src": arrow_column(graph.src, integer=True),
+            "dst": arrow_column(graph.dst, integer=True),
+            "relation": pa.array(graph.labels, type=pa.large_string()).take(pa.array(graph.relation)),
+            "description": DescribedColumn(graph.edge_descriptions, graph.names, graph.labels, graph.src,
+                                           graph.dst, graph.relation),
         },
         "passages": {
             "pid": ids(len(graph.passages)), "key": strings(p.key for p in graph.passages),
             "title": strings(p.title for p in graph.passages), "text": strings(p.text for p in graph.passages),
         },
-        "entity_passages": {"eid": ints(eid[key] for key, _ in links), "pid": ints(pid for _, pid in links)},
+        "entity_passages": {"eid": ints(eid for eid, _ in links), "pid": ints(pid for _, pid in links)},
         # Provenance: the passages each relationship and entity was extracted from.
         "relationship_passages": {
-            "rid": ints(rid for rid, r in enumerate(relationships) for _ in r.sources),
-            "pid": ints(pid for r in relationships for pid in r.sources),
+            "rid": ints(rid for rid, sources in relationship_sources for _ in sources),
+            "pid": ints(pid for _, sources in relationship_sources for pid in sources),
         },
         "entity_source_passages": {
-            "eid": ints(eid[e.key] for e in entities for _ in e.sources),
-            "pid": ints(pid for e in entities for pid in e.sources),
+            "eid": ints(eid for eid, sources in entity_sources for _ in sources),
+            "pid": ints(pid for _, sources in entity_sources for pid in sources),
         },
     }
+
+
+def built_strings(count: int, make: Callable[[int, int], list[str]], chunk_rows: int = CHUNK_ROWS):
+    """A large_string column of `count` rows whose rows start..stop are `make(start, stop)`, made twice a chunk at a
+    time (their lengths, then their bytes into the column's one buffer): chunks combined would hold it twice."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    for start in range(0, count, chunk_rows):
+        lengths = pc.binary_length(pa.array(make(start, min(start + chunk_rows, count)), type=pa.large_string()))
+        offsets[start + 1:start + 1 + len(lengths)] = lengths.to_numpy()
+    np.cumsum(offsets, out=offsets)
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    for start in range(0, count, chunk_rows):
+        made = pa.array(make(start, min(start + chunk_rows, count)), type=pa.large_string())
+        ends = np.frombuffer(made.buffers()[1], dtype=np.int64)[made.offset:made.offset + len(made) + 1]
+        size = int(ends[-1] - ends[0])
+        data[offsets[start]:offsets[start] + size] = np.frombuffer(made.buffers()[2] or b"", dtype=np.uint8,
+                                                                   count=size, offset=int(ends[0]))
+    return pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def graph_tables(graph: Graph, links: list[tuple[str, int]]) -> dict[str, dict[str, list]]:
@@ -606,12 +749,12 @@ GRAPH_INT_COLUMNS = frozenset({"eid", "rid", "pid", "src", "dst"})
 
 def arrow_column(values, integer: bool):
     """One column as an Arrow array: INTEGER columns int32, the rest strings (64-bit offsets: a column of long texts
-    may pass 2 GiB); an Arrow array is kept as it is."""
+    may pass 2 GiB); an Arrow array (or a `DescribedColumn`, made when read) is kept as it is."""
     import pyarrow as pa
 
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks()
-    if isinstance(values, pa.Array):
+    if isinstance(values, (pa.Array, DescribedColumn)):
         return values
     return pa.array(values, type=pa.int32() if integer else pa.large_string())
 
@@ -626,13 +769,19 @@ def arrow_tables(tables: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
     return {name: arrow_columns(columns) for name, columns in tables.items()}
 
 
-def write_table(db, name: str, columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS) -> None:
-    """Create or replace a DuckDB table from columns (lists or Arrow arrays) in one bulk Arrow insert: `int_columns`
-    as INTEGER, the rest as VARCHAR."""
+def write_table(db, name: str, columns: Mapping[str, Any], int_columns: Collection[str] = GRAPH_INT_COLUMNS,
+                chunk_rows: int = CHUNK_ROWS) -> None:
+    """Create or replace a DuckDB table from columns (lists, Arrow arrays or a `DescribedColumn`) in one bulk Arrow
+    insert, streamed to DuckDB `chunk_rows` rows at a time (a column made on demand is made a chunk at a time):
+    `int_columns` as INTEGER, the rest as VARCHAR."""
     import pyarrow as pa
 
-    arrow = pa.table(arrow_columns(columns, int_columns))
-    db.register("_incoming", arrow)
+    columns = arrow_columns(columns, int_columns)
+    count = len(next(iter(columns.values())))
+    schema = pa.schema([(column, values.type) for column, values in columns.items()])
+    chunks = (pa.record_batch([values.slice(start, chunk_rows) for values in columns.values()], schema=schema)
+              for start in range(0, count, chunk_rows))
+    db.register("_incoming", pa.RecordBatchReader.from_batches(schema, chunks))
     try:
         db.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
     finally:

@@ -11,6 +11,7 @@ import numpy as np
 
 from kgr.errors import InputError
 from kgr.graph import Graph
+from kgr.ingest.compact import CompactGraph
 from kgr.ingest.readers import read_text
 
 ROLES = ("subject", "object")
@@ -73,25 +74,15 @@ def _table_line(text: str, name: str) -> int | None:
     return None
 
 
-def _add_type(types: list[str], name: str) -> None:
-    """Append a type name unless the entity already has it."""
-    if name not in types:
-        types.append(name)
-
-
-def apply_schema(graph: Graph, schema: Schema) -> None:
+def apply_schema(graph: Graph | CompactGraph, schema: Schema) -> None:
     """Type each entity the input left untyped by the roles it plays under the schema."""
-    missing = sorted({rel.relation for rel in graph.relationships} - set(schema.relations))
+    compact = _compact(graph)
+    missing = sorted(set(compact.labels) - set(schema.relations))
     if missing:
         raise InputError(schema.path, f"relation(s) missing from the schema: {', '.join(missing)}")
-    entities = graph.entities
-    untyped = {key for key, entity in entities.items() if not entity.types}
-    for rel in graph.relationships:
-        subject_type, object_type = schema.relations[rel.relation]
-        if rel.source in untyped:
-            _add_type(entities[rel.source].types, subject_type)
-        if rel.target in untyped:
-            _add_type(entities[rel.target].types, object_type)
+    role_types(compact, {(relation, role): types[i] for relation, types in schema.relations.items()
+                         for i, role in enumerate(ROLES)})
+    _write_back(graph, compact)
 
 
 def role_type_name(relation: str, role: str) -> str:
@@ -99,7 +90,7 @@ def role_type_name(relation: str, role: str) -> str:
     return f"{relation}:{role}"
 
 
-def infer_types(graph: Graph) -> dict[str, list[str]]:
+def infer_types(graph: Graph | CompactGraph) -> dict[str, list[str]]:
     """Type untyped entities by the relation roles they play; return each type's merged roles.
 
     Every (relation, role) pair is a candidate type holding the entities seen in that role. Roles are
@@ -112,21 +103,25 @@ def infer_types(graph: Graph) -> dict[str, list[str]]:
     `release_year:subject` for MetaQA's movies and `directed_by:object` for its directors: the name
     says where the type came from, which a guessed noun could not. An entity gets the type of every
     group it plays a role in (a director who also acts gets two types); typed entities are left alone."""
-    entities = graph.entities
-    untyped = {key for key, entity in entities.items() if not entity.types}
-    if not untyped:
+    compact = _compact(graph)
+    if all(compact.types):
         return {}
-    members: dict[tuple[str, str], set[str]] = {}
-    for rel in graph.relationships:
-        members.setdefault((rel.relation, "subject"), set()).add(rel.source)
-        members.setdefault((rel.relation, "object"), set()).add(rel.target)
-    groups: list[tuple[str, set[str], list[str]]] = []  # (type name, entities, member role names)
+    members: dict[tuple[str, str], list[int]] = {}
+    for role, ends in zip(ROLES, (compact.src, compact.dst)):
+        # each label's distinct entities in this role, from one sort of (label, eid) pairs
+        pairs = np.unique(compact.relation.astype(np.int64) * max(len(compact), 1) + ends)
+        labels, eids = np.divmod(pairs, max(len(compact), 1))
+        bounds = np.flatnonzero(np.diff(labels)) + 1
+        for group in np.split(np.arange(len(pairs)), bounds):
+            if len(group):
+                members[(compact.labels[int(labels[group[0]])], role)] = eids[group].tolist()
+    groups: list[tuple[str, set[int], list[str]]] = []  # (type name, entities, member role names)
     type_of: dict[tuple[str, str], str] = {}
     for role in sorted(members, key=lambda r: (-len(members[r]), r)):
         found = members[role]
         best, best_share = None, 0.0
         for group in groups:
-            share = len(found & group[1]) / len(found)
+            share = len(group[1].intersection(found)) / len(found)
             if share > best_share:
                 best, best_share = group, share
         if best is None or best_share < MERGE_SHARE:
@@ -135,15 +130,49 @@ def infer_types(graph: Graph) -> dict[str, list[str]]:
         best[1].update(found)
         best[2].append(role_type_name(*role))
         type_of[role] = best[0]
-    for rel in graph.relationships:
-        if rel.source in untyped:
-            _add_type(entities[rel.source].types, type_of[(rel.relation, "subject")])
-        if rel.target in untyped:
-            _add_type(entities[rel.target].types, type_of[(rel.relation, "object")])
+    role_types(compact, type_of)
+    _write_back(graph, compact)
     return {name: roles for name, _, roles in groups}
 
 
-def assign_types(graph: Graph, schema: Schema | None = None) -> list[str]:
+def role_types(graph: CompactGraph, type_of: dict[tuple[str, str], str]) -> None:
+    """Give each entity the input left untyped the type of every (relation, role) it plays (`type_of`), in the order
+    its roles first appear (by rid, a subject before an object), each once (`CompactGraph.role_eids`)."""
+    untyped = np.array([not types for types in graph.types], dtype=bool)
+    names = list(dict.fromkeys(type_of[(label, role)] for label in graph.labels for role in ROLES))
+    number = {name: index for index, name in enumerate(names)}
+    found = []  # (eids, type numbers, when) of the roles untyped entities play, subjects then objects
+    for position, (role, ends) in enumerate(zip(ROLES, (graph.src, graph.dst))):
+        rows = np.flatnonzero(untyped[ends]) if untyped.any() else np.zeros(0, dtype=np.int64)
+        by_label = np.array([number[type_of[(label, role)]] for label in graph.labels], dtype=np.int32)
+        found.append((ends[rows], by_label[graph.relation[rows]], 2 * rows + position))
+    eids, kinds, when = (np.concatenate([part[i] for part in found]) for i in range(3))
+    order = np.lexsort((when, kinds, eids))  # each (entity, type)'s first appearance leads its run
+    eids, kinds, when = eids[order], kinds[order], when[order]
+    first = np.ones(len(eids), dtype=bool)
+    first[1:] = (eids[1:] != eids[:-1]) | (kinds[1:] != kinds[:-1])
+    eids, kinds, when = eids[first], kinds[first], when[first]
+    order = np.lexsort((when, eids))
+    graph.role_eids = eids[order].astype(np.int32)
+    graph.role_type_numbers = kinds[order].astype(np.int32)
+    graph.role_type_names = names
+
+
+def _compact(graph: Graph | CompactGraph) -> CompactGraph:
+    """The graph as columns (a Graph of objects is converted)."""
+    return graph if isinstance(graph, CompactGraph) else CompactGraph.from_graph(graph)
+
+
+def _write_back(graph: Graph | CompactGraph, compact: CompactGraph) -> None:
+    """Give a Graph of objects the types its columns were given (a CompactGraph holds them already)."""
+    if compact is graph:
+        return
+    for entity, types in zip(graph.entities.values(), compact.entity_type_lists()):
+        if not entity.types:
+            entity.types.extend(types)
+
+
+def assign_types(graph: Graph | CompactGraph, schema: Schema | None = None) -> list[str]:
     """Type the entities the input left untyped: by the schema when given, else by inference; return inferred names."""
     if schema is not None:
         apply_schema(graph, schema)
