@@ -292,7 +292,8 @@ class OfflineConfig:
     # from occupations, 0.53 from people, 0.44 from years; "team" 0.42 from four football positions, 0.30 from players)
     answer_type_clarity: float = ranged(0.15, 0.0, 2.0)
     # a review whose best continuation and stop (or two continuations) score within this follows both; 0 = off
-    # ("which professional football team do players from [X] play for": club or position, WC2014 2-hop 0.790 -> 1.000)
+    # ("which professional football team do players from [X] play for": club or position, WC2014 2-hop 0.790 -> 1.000).
+    # Strictly within: a gap of the margin itself (one 0.1 cost) is no tie, whatever the rounding (offline.within_margin)
     tie_margin: float = ranged(0.1, 0.0)
     # a question word this close to a label word several relations share ("play" ~ the `plays` of plays_in_club,
     # plays_position, plays_for_country) says nothing about which of them is asked: it supports each of their steps as

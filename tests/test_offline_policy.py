@@ -17,7 +17,7 @@ import pytest
 from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
 from kgr.methods.dotrag.chain_cache import stacked
-from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, step_query, step_texts
+from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, step_query, step_texts, within_margin
 from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -418,6 +418,13 @@ def test_a_repeated_word_no_second_step_fits_gives_no_second_credit():
     one, two, job = scorer([(("father", "person"),), (("father", "person"), ("father", "person")),
                             (("father", "person"), ("father", "person"), ("occupation", "job"))])
     assert two > one and job > two
+
+
+def test_a_gap_of_the_tie_margin_itself_is_no_near_tie_whatever_the_rounding():
+    # chain scores are sums of cosines and costs of 0.1: 3.368 - 0.1 may round either side of 3.268
+    best = 0.1 + 0.2 + 3.068
+    trailing = np.array([best - 0.1, best - 0.1 + 1e-12, best - 0.1 - 1e-12, best - 0.0999, best])
+    assert within_margin(trailing, best, 0.1).tolist() == [False, False, False, True, True]
 
 
 # A graph without a schema: its inferred types have no words of their own (`step_texts`).

@@ -164,7 +164,7 @@ class OfflinePolicy(Policy):
         if not options or self.settings.tie_margin <= 0:
             return 1
         best = self._option_scores(question, anchor, options)[3]
-        return max(int((best >= best.max() - self.settings.tie_margin).sum()), 1)
+        return max(int(within_margin(best, best.max(), self.settings.tie_margin).sum()), 1)
 
     def tied_first_queries(self, qid: str, question: str, anchor: AnchorOption,
                            options: list[TrajectoryOption]) -> list[str]:
@@ -178,7 +178,7 @@ class OfflinePolicy(Policy):
             return []
         ids, scores, owner, best = self._option_scores(question, anchor, options)
         leading = int(np.argmax(best))
-        near = np.flatnonzero((owner == leading) & (scores >= best[leading] - self.settings.tie_margin))
+        near = np.flatnonzero((owner == leading) & within_margin(scores, best[leading], self.settings.tie_margin))
         # best first, the first of equal scores first: the first step is the one `rank_trajectories` chose
         chosen, *others = dict.fromkeys(self._steps.steps[ids[i, 0]]
                                         for i in near[np.argsort(-scores[near], kind="stable")])
@@ -260,18 +260,18 @@ class OfflinePolicy(Policy):
             best_go = int(np.argmax(go_scores))
             go_score = go_scores[best_go]
             # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
-            if go_score > stop_score or (margin > 0 and go_score > stop_score - margin):
+            if go_score > stop_score or (margin > 0 and within_margin(go_score, stop_score, margin)):
                 index, relation = moves[best_go]
                 chosen = (index, step_query(relation, options[index].type))
                 also: dict[tuple[int, str], None] = {}
                 for k in np.argsort(-go_scores, kind="stable"):
                     other, other_relation = moves[k]
-                    if go_scores[k] < go_score - margin or margin <= 0:
+                    if margin <= 0 or not within_margin(go_scores[k], go_score, margin):
                         break
                     # another option, or another relation to the same one ("parents": `father` and `mother`)
                     also.setdefault((other, step_query(other_relation, options[other].type)))
                 also.pop(chosen, None)
-                keep = [best_stop + 1] if margin > 0 and abs(go_score - stop_score) < margin else []
+                keep = [best_stop + 1] if margin > 0 and within_margin(stop_score, go_score, margin) else []
                 return Continue(*chosen, list(also), keep)
         # recall first: each possessed noun the chain up to the stop leaves unexplained may name one more hop ("[X]'s
         # grandparents" stops after one `child_of`, 0.35 from "grandparents"): the walk goes on, as many hops as there
@@ -910,6 +910,16 @@ def _spread_repeats(sims: np.ndarray, group: list[int], best_step: np.ndarray, c
             credit[word] = np.where(found, sims[rows, np.minimum(position, length - 1)], 0.0)
         else:
             best_step[word], credit[word] = -1, 0.0
+
+
+# Chain scores are sums of cosines and fixed costs (multiples of 0.05 and 0.1, as `tie_margin` is): two chains apart
+# by exactly the margin would be a near tie or not by the last bit of their sums, which differs between CPUs
+TIE_TOLERANCE = 1e-6
+
+
+def within_margin(scores, best, margin: float):
+    """Whether `scores` trail `best` by less than `margin` (a gap of the margin itself, to rounding, is no near tie)."""
+    return scores > best - margin + TIE_TOLERANCE
 
 
 def _spread_relation_words(sims: np.ndarray, best_step: np.ndarray, credit: np.ndarray, relations: np.ndarray,

@@ -30,7 +30,8 @@ from kgr.errors import KgrError
 # 14: a name the question writes as a proper name anchors however many texts hold it; 15: "else" a sharing cue
 # 16: two words for one relation name two steps along it when the chain goes on ("films directed by the [X] director")
 # 17: a step leaving a type that holds under 5 % of the relation's edges into its target is atypical (step_priors)
-PLAN_VERSION = 17
+# 18: a near tie is a gap strictly under tie_margin, whatever the rounding (offline.within_margin)
+PLAN_VERSION = 18
 
 
 @dataclass(frozen=True)
