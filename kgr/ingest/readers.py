@@ -118,10 +118,7 @@ class Batch:
 
     def key_number(self, key: str) -> int:
         """The number of an entity key, numbering it if new."""
-        number = self.keys.get(key)
-        if number is None:
-            number = self.keys[key] = len(self.keys)
-        return number
+        return self.keys.setdefault(key, len(self.keys))
 
     def add_entity(self, line: int | None, key: str, name: str, types: list[str], description: str) -> None:
         """Append a declared entity."""
@@ -136,10 +133,7 @@ class Batch:
         """Append an edge; its keys and label become numbers, its description joins the pending chunk."""
         self.edge_lines.append(line or NO_LINE)
         self.edge_heads.append(self.key_number(source))
-        label = self.labels.get(relation)
-        if label is None:
-            label = self.labels[relation] = len(self.labels)
-        self.edge_labels.append(label)
+        self.edge_labels.append(self.labels.setdefault(relation, len(self.labels)))
         self.edge_tails.append(self.key_number(target))
         self.edge_descriptions.append(description)
 
@@ -157,20 +151,16 @@ def read_text(path: Path) -> str:
     """Return a file's text, rejecting a missing, unreadable, non-UTF-8 or empty file."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
     except OSError as e:
-        raise InputError(path, f"cannot read the file: {e.strerror}") from None
+        raise _open_error(path, e) from None
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, f"not UTF-8 text (invalid byte 0x{data[e.start]:02x})", line) from None
+        raise _not_utf8(path, data[e.start], data.count(b"\n", 0, e.start) + 1) from None
     if not text.strip():
-        # Line 1 is where a record was expected; the message says which kind of empty it is.
-        raise InputError(path, "empty file (0 bytes)" if not data else "empty file (only blank lines)", 1)
+        raise _empty_file(path, bool(data))
     return text
 
 
@@ -179,6 +169,17 @@ def _open_error(path: Path, error: OSError) -> InputError:
     if isinstance(error, FileNotFoundError):
         return InputError(path, "no such file")
     return InputError(path, f"cannot read the file: {error.strerror}")
+
+
+def _not_utf8(path: Path, byte: int, line: int) -> InputError:
+    """The error of a file whose line `line` holds the invalid UTF-8 byte `byte`."""
+    return InputError(path, f"not UTF-8 text (invalid byte 0x{byte:02x})", line)
+
+
+def _empty_file(path: Path, has_bytes: bool) -> InputError:
+    """The error of a file without a record: line 1 is where one was expected; the message says which kind of empty
+    it is."""
+    return InputError(path, "empty file (only blank lines)" if has_bytes else "empty file (0 bytes)", 1)
 
 
 def _utf8_error(path: Path) -> InputError:
@@ -191,7 +192,7 @@ def _utf8_error(path: Path) -> InputError:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                return InputError(path, f"not UTF-8 text (invalid byte 0x{raw[e.start]:02x})", number)
+                return _not_utf8(path, raw[e.start], number)
     raise AssertionError(f"{path} decoded line by line")  # only called after a decode failed
 
 
@@ -212,8 +213,7 @@ def read_head(path: Path, lines: int = 3) -> str:
     except UnicodeDecodeError:
         raise _utf8_error(path) from None
     if not found:
-        # Line 1 is where a record was expected; the message says which kind of empty it is.
-        raise InputError(path, "empty file (0 bytes)" if not head else "empty file (only blank lines)", 1)
+        raise _empty_file(path, bool(head))
     return "".join(head)
 
 

@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from kgr.columns import TextColumn
 from kgr.errors import InputError
 from kgr.graph import Graph, default_description, normalize_name
 from kgr.ingest import extracted, readers
@@ -356,11 +355,9 @@ def _where(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line is not None else str(path)
 
 
-def link_passages(graph: Graph | CompactGraph) -> list[tuple[str, int]]:
-    """Pair each passage with the entities named like its title: (entity key, passage index) pairs."""
-    if isinstance(graph, CompactGraph):
-        keys = graph.keys
-        return [(keys[eid].as_py(), pid) for eid, pid in passage_links(TextColumn(graph.names), graph.passages)]
+def link_passages(graph: Graph) -> list[tuple[str, int]]:
+    """Pair each passage with the entities named like its title: (entity key, passage index) pairs (an ingest's
+    `CompactGraph` pairs eids: `passage_links`)."""
     keys = list(graph.entities)
     return [(keys[eid], pid) for eid, pid in
             passage_links([entity.name for entity in graph.entities.values()], graph.passages)]
