@@ -40,7 +40,7 @@ KIND_QUESTION_WORDS = frozenset("who when where why".split())
 # What the `\w+` tokenizer leaves of an English possessive ("Ada's" -> "ada", "s").
 POSSESSIVE_S = "s"
 
-# The offline policy's stop words: question and relation-label words it does not score (kgr.methods.dotrag.offline).
+# The offline policy's stop words: question and relation-label words it does not score (kgr.methods.offline.policy).
 OFFLINE_STOP_WORDS = FUNCTION_WORDS | (QUESTION_WORDS - KIND_QUESTION_WORDS)
 # The graph index's stop words: tokens that are no content of a name, a label or a question (`content_tokens`).
 INDEX_STOP_WORDS = CORE_FUNCTION_WORDS | QUESTION_WORDS | {POSSESSIVE_S}

@@ -15,6 +15,7 @@ import numpy as np
 
 from kgr.console import counted
 from kgr.project import Project
+from kgr.schema import type_schema
 from kgr.store import GraphStore
 
 STAGE = "overview"
@@ -33,8 +34,6 @@ class TypeProfile:
 
 def profile_types(store: GraphStore, samples: int, seed: int) -> list[TypeProfile]:
     """Counts, relation patterns and seeded example entities for every type."""
-    from kgr.methods.dotrag.method import type_schema
-
     schema = type_schema(store, share=0.1)
     per_relation = Counter(store.relation_ids.tolist())
     profiles = []

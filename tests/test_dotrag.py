@@ -12,8 +12,6 @@ Settings: the defaults (kgr.config.DotragConfig), except where a test names its 
 from __future__ import annotations
 
 import json
-import math
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +21,7 @@ from kgr.config import load_config
 from kgr.methods.base import Query, RunContext
 from kgr.methods.budget import token_counter, triple_line
 from kgr.graph import relation_words
-from kgr.methods.dotrag.method import (RARE_SOURCE_SHARE, DotRAG, Path as WalkPath, PathLayer, layer_paths,
-                                       round_robin, step_counts, step_priors, type_schema)
+from kgr.methods.dotrag.method import DotRAG, Path as WalkPath, PathLayer, layer_paths, round_robin
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k_per_group
 from kgr.store import GraphStore
@@ -406,42 +403,6 @@ def test_a_plan_lacking_what_a_plan_holds_is_refused_by_name(dotrag):
     del stored["pairs"], stored["latency_ms"]
     with pytest.raises(KgrError, match="not a DotRAG plan .*lacks pairs, latency_ms"):
         dotrag().retrieve(Query("q", ALTERNATIVES), plan=stored)
-
-
-# -- type schema -------------------------------------------------------------------------------------------------
-def test_type_schema(store):
-    _, graph = store
-    schema = type_schema(graph)
-    assert set(schema["movie"]) == {("starred_actors", "actor"), ("directed_by", "director"),
-                                    ("written_by", "writer"), ("has_genre", "genre"), ("in_language", "language")}
-    assert schema["movie"][0] == ("starred_actors", "actor")  # most frequent first (13 relationships)
-    assert ("written_by", "movie") in schema["writer"] and ("in_language", "movie") in schema["language"]
-    assert ("directed_by", "movie") in schema["director"] and ("starred_actors", "movie") in schema["actor"]
-    # Clint Ranger makes `starred_actors` reach a director and `directed_by` reach an actor: minor multi-type steps.
-    assert ("starred_actors", "director") not in schema["movie"] and ("directed_by", "actor") not in schema["movie"]
-    loose = type_schema(graph, share=0.1)
-    assert {("starred_actors", "director"), ("directed_by", "actor")} <= set(loose["movie"])
-    assert set(schema) == set(graph.type_names)
-
-
-def test_step_priors_penalize_only_the_readings_made_by_multi_typing(store):
-    _, graph = store
-    priors = step_priors(step_counts(graph))
-    assert priors[("movie", "directed_by", "director")] == 0.0
-    assert priors[("movie", "starred_actors", "actor")] == 0.0
-    # Clint Ranger directs and acts: `starred_actors` reaching a director is a minor reading of the relation
-    assert priors[("movie", "starred_actors", "director")] < 0
-    assert priors[("movie", "directed_by", "actor")] < 0
-
-
-def test_step_priors_penalize_a_type_that_holds_a_sliver_of_a_relation():
-    # role-typed actors who share a movie's name carry its `release_year`: 10 of 1,000 such edges leave the actor type
-    tally = Counter({("movie", "release_year", "year"): 1000, ("actor", "release_year", "year"): 10,
-                     ("writer", "written_by", "movie"): 300, ("director", "written_by", "movie"): 100})
-    priors = step_priors(tally)
-    assert priors[("movie", "release_year", "year")] == 0.0
-    assert priors[("actor", "release_year", "year")] == pytest.approx(math.log(10 / (RARE_SOURCE_SHARE * 1000)))
-    assert priors[("director", "written_by", "movie")] == 0.0  # a third of the writers' share: a reading of its own
 
 
 # -- kgr's extensions of the search ------------------------------------------------------------------------------

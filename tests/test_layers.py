@@ -11,17 +11,17 @@ KGR = Path(__file__).resolve().parent.parent / "kgr"
 
 # Each module's layer, by its dotted name's longest listed prefix. A module may import its own layer and any below.
 # Within methods: the shared pieces (run context, records, token packing, the runner, the graph index, passage
-# ranking) are 4, each method (its module or folder) 4.5, and the overview stage, which reads DotRAG's type schema, 4.8.
+# ranking, the offline policy both methods read) are 4, each method (its module or folder) 4.5. The overview stage asks
+# the backbone within a run context (4).
 METHODS = ("kgr.methods.dotrag", "kgr.methods.csrag", "kgr.methods.baselines")  # each method's module or folder
 LAYERS = {
     "kgr": 0, "kgr.errors": 0, "kgr.config": 0, "kgr.graph": 0, "kgr.console": 0, "kgr.ranking": 0, "kgr.lexicon": 0,
     "kgr.objectstore": 0, "kgr.columns": 0,
-    "kgr.project": 1, "kgr.embed": 1, "kgr.embed_ray": 1, "kgr.embed_onnx": 1, "kgr.reach": 1, "kgr.store": 1,
+    "kgr.project": 1, "kgr.embed": 1, "kgr.embed_ray": 1, "kgr.embed_onnx": 1, "kgr.reach": 1, "kgr.store": 1, "kgr.schema": 1,
     "kgr.ingest": 2, "kgr.reach_stage": 2, "kgr.status": 2,
     "kgr.backbone": 3,
-    "kgr.methods": 4, "kgr.perturb": 4,
+    "kgr.methods": 4, "kgr.perturb": 4, "kgr.overview": 4,
     **dict.fromkeys(METHODS, 4.5),
-    "kgr.overview": 4.8,
     "kgr.evaluate": 5,
     "kgr.api": 6,
     "kgr.cli": 7, "kgr.__main__": 7,

@@ -19,7 +19,7 @@ OLD_GRAPH_INDEX_STOPWORDS = frozenset(
     "a an and are as at be by did do does for from has have in is it of on or the to was were what when where which "
     "who whom whose why how with s".split()
 )
-# kgr/methods/dotrag/offline.py's STOP_WORDS before the lexicon (71 words)
+# the offline policy's STOP_WORDS (then kgr/methods/dotrag/offline.py) before the lexicon (71 words)
 OLD_OFFLINE_STOP_WORDS = frozenset(
     "a an the of in on at is are was were be been being did do does done what which whom whose how that this these "
     "those with by for to and or as from their its his her they them there it he she i you we me my our your "

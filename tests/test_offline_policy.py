@@ -1,4 +1,4 @@
-"""`kgr.methods.dotrag.offline`: the offline policy's word extraction and chain scoring, with fake embeddings (no
+"""`kgr.methods.offline.policy`: the offline policy's word extraction and chain scoring, with fake embeddings (no
 model).
 
 `bow_embed` is a deterministic bag-of-words embedding: lowercase words (a plural `s` stripped) hashed into a large
@@ -16,9 +16,9 @@ import pytest
 
 from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
-from kgr.methods.dotrag.chain_cache import stacked
-from kgr.methods.dotrag.offline import ChainScorer, OfflinePolicy, step_query, step_texts, within_margin
-from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
+from kgr.methods.offline.chain_cache import stacked
+from kgr.methods.offline.policy import ChainScorer, OfflinePolicy, step_query, step_texts, within_margin
+from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
 
@@ -51,7 +51,7 @@ class CountingEmbed:
         return bow_embed(list(texts))
 
 
-# The type-level schema of a small movie graph (as kgr.methods.dotrag.method.type_schema returns it).
+# The type-level schema of a small movie graph (as kgr.schema.type_schema returns it).
 SCHEMA = {
     "movie": [("starred_actors", "actor"), ("directed_by", "director"), ("written_by", "writer"),
               ("in_language", "language"), ("has_genre", "genre")],
@@ -818,7 +818,7 @@ def test_open_vocabulary_lookahead_follows_only_the_question_relevant_steps():
 
 
 def test_shared_label_words_ignore_stop_words_and_inverse_twins():
-    from kgr.methods.dotrag.offline import shared_label_words
+    from kgr.methods.offline.policy import shared_label_words
 
     found = shared_label_words(["works_in_lab", "works_on_topic", "works_on_topic_inverse", "born_in"])
     assert found == {"works": ["works_in_lab", "works_on_topic", "works_on_topic_inverse"]}
@@ -940,7 +940,7 @@ def test_question_words_are_counted_from_the_anchors_own_mention_and_skip_other_
 
 def test_fanned_chains_are_listed_first_step_by_first_step_as_a_loop_would():
     """The rows DotRAG scores are the chains a loop over first steps, then tails, would build (ties go to the first)."""
-    from kgr.methods.dotrag.chain_cache import fanned
+    from kgr.methods.offline.chain_cache import fanned
 
     schema = {"person": [("born_in", "city"), ("works_for", "company")], "city": [("in_country", "country")],
               "company": [("based_in", "city")]}

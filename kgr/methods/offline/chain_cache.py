@@ -1,6 +1,6 @@
 """The offline policy's speed machinery: chains as arrays of step numbers, and the memos that spare recomputing them.
 
-None of it decides anything (kgr.methods.dotrag.offline states the score and its terms): a scorer reads the same
+None of it decides anything (kgr.methods.offline.policy states the score and its terms): a scorer reads the same
 numbers whether they were just computed or taken from a memo.
 
 - `StepNumbers`: every step (relation, type) a chain has taken, numbered on first sight, so that chains are rows of

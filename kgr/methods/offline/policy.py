@@ -48,7 +48,7 @@ Words that say the answer shares a neighbour with the anchor ("co-starred", "sha
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
 relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
 Without a sharing cue an out-and-back chain still earns the small `return_prior`, which breaks ties toward it.
-Log-typicality (kgr.methods.dotrag.method.step_priors) is 0 for a relation's dominant reading and negative for readings
+Log-typicality (kgr.schema.step_priors) is 0 for a relation's dominant reading and negative for readings
 that only exist because entities carry several types.
 The question's first wh-word says what kind of thing the answer is ("which country", "what year", "when"); a type's
 members say what it holds where its name cannot (a schema-less `located_in:object` of countries): the word names the
@@ -74,12 +74,13 @@ their dates; `_spread_relation_words`): where types have no words (a graph witho
 way back.
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
-kgr.methods.dotrag.chain_cache and change no score.
+kgr.methods.offline.chain_cache and change no score.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import combinations, product
@@ -93,10 +94,12 @@ from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, O
                          SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words, is_sibling_word,
                          kin_chains, kin_class, possessed_words, question_words, sharing_cue, siblings_as_links,
                          without_relative_wh)
-from kgr.methods.dotrag.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
+from kgr.methods.offline.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
-from kgr.methods.dotrag.policy import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
+from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 from kgr.ranking import named_types
+from kgr.schema import step_counts, step_priors, type_schema
+from kgr.store import GraphStore
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
 
@@ -116,7 +119,7 @@ class OfflinePolicy(Policy):
         self._centroids = None if type_centroids is None else (
             {name: row for row, name in enumerate(type_centroids[0])}, type_centroids[1])
         self._priors = priors or {}
-        # speed machinery (kgr.methods.dotrag.chain_cache): it changes no score
+        # speed machinery (kgr.methods.offline.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
         self._groups = CompiledGroups(partial(compile_chains, numbers=self._steps, priors=self._priors))
         self._tails: TailMemo = {}  # continuations along the whole schema, kept across questions
@@ -133,6 +136,16 @@ class OfflinePolicy(Policy):
         self._crowded: tuple | None = None
         self._sibling_label: bool | None = None  # `_labels_siblings`, once per graph
         self._last_option_scores: tuple | None = None  # (scorer, options, result) of the last `_option_scores`
+
+    @classmethod
+    def for_graph(cls, store: GraphStore, settings: OfflineConfig, max_hops: int,
+                  embed: Callable[[Sequence[str]], np.ndarray], tally: Counter | None = None) -> "OfflinePolicy":
+        """The policy over a graph's type schema and step priors (`kgr.schema`, from the step `tally` when given),
+        encoding with `embed`."""
+        tally = step_counts(store) if tally is None else tally
+        return cls(embed, type_schema(store, settings.relation_share, tally), max_hops=max_hops, settings=settings,
+                   priors=step_priors(tally),
+                   type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None)
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
