@@ -94,7 +94,7 @@ class Runner:
             records: list[dict] = []
             began = time.perf_counter()
             run_method(context, method, self.queries, run=f"{run_prefix}-{method}", resume=False,
-                       on_record=lambda r: records.append({"id": r.id, "context": r.context,
+                       on_record=lambda r: records.append({"id": r.id, "question": r.question, "context": r.context,
                                                            "entities": r.entities, "passages": r.passages,
                                                            "context_tokens": r.context_tokens,
                                                            "latency_ms": r.latency_ms}))
