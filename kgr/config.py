@@ -206,7 +206,7 @@ class DotragConfig:
 @dataclass
 class OfflineConfig:
     """Weights of the offline policy's chain score and the thresholds of its reading of the question
-    (kgr.methods.dotrag.offline: its docstring states the score, `ChainScorer` has one method per term). Tuned on
+    (kgr.methods.offline.policy: its docstring states the score, `ChainScorer` has one method per term). Tuned on
     MetaQA dev questions first, then on the dev suite (docs/decisions.md, "Offline policy")."""
 
     # score term, per step: of two chains that explain the words alike the shorter wins, and a further step must add
@@ -253,7 +253,7 @@ class OfflineConfig:
     # out along the relation just taken (at 0, MetaQA 2-hop recall 0.999 -> 0.994)
     return_prior: float = ranged(0.02, 0.0)
     # a relation counts for a type if it has this share of the most frequent one: `directed_by` from a movie reaches
-    # directors, and writers only because some writers direct (dotrag.method.type_schema)
+    # directors, and writers only because some writers direct (kgr.schema.type_schema)
     relation_share: float = ranged(0.5, 0.0, 1.0)
     # below this, no question word matches any reachable relation or type well ("describe [X] in a few words") and
     # DotRAG hedges over several trajectories and fills (dotrag.fill); recall first when unsure. 0.6 -> 0.7: dev suite
@@ -277,7 +277,7 @@ class OfflineConfig:
     # a word said again ("[X]'s father's father") is explained by a further step of the chain only if it fits that
     # step this well (cosine); else the repeat earns nothing
     repeat_similarity: float = ranged(0.6, -1.0, 1.0)
-    # score term: weight of the steps' log-typicality (see dotrag.method.step_priors): `directed_by` into a writer who
+    # score term: weight of the steps' log-typicality (see kgr.schema.step_priors): `directed_by` into a writer who
     # directs is a reading of multi-typed entities, not the question's (at 0, MetaQA 3-hop 0.970 -> 0.888; 0.1 and 0.2
     # gave no consistent gain)
     typicality: float = ranged(0.05, 0.0)
@@ -423,10 +423,11 @@ class Config:
     reach: ReachConfig = field(default_factory=ReachConfig)
     overview: OverviewConfig = field(default_factory=OverviewConfig)
     # whole sections a method's plans depend on (`planning_sections`): which mentions match (anchors.min_similarity:
-    # DotRAG's anchors, CS-RAG's offline planner's); DotRAG's offline policy ranks trajectories (or is the fallback)
+    # DotRAG's anchors, CS-RAG's offline planner's); the offline policy ranks DotRAG's trajectories (or is the fallback)
+    # and walks CS-RAG's plans
     anchors: AnchorConfig = field(default_factory=AnchorConfig, metadata={"plan": ("dotrag", "csrag")})
     dotrag: DotragConfig = field(default_factory=DotragConfig)
-    offline: OfflineConfig = field(default_factory=OfflineConfig, metadata={"plan": ("dotrag",)})
+    offline: OfflineConfig = field(default_factory=OfflineConfig, metadata={"plan": ("dotrag", "csrag")})
     csrag: CsragConfig = field(default_factory=CsragConfig)
     baselines: BaselineConfig = field(default_factory=BaselineConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)

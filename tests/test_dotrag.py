@@ -55,13 +55,18 @@ def build_tiny_movies(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def tiny_movies_store(tmp_path_factory):
+    """(project, warmed store) of the tiny movie graph (yields; closes the project)."""
     root = build_tiny_movies(tmp_path_factory)
     with Project.open(root) as project:
         graph = GraphStore(project)
         graph.warm()
         yield project, graph
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    yield from tiny_movies_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -204,9 +204,10 @@ def test_the_planning_settings_are_derived_from_the_config_field_metadata():
     added = {"nearest_similarity", "answer_type"}  # CS-RAG's offline planner, since
     assert {method: set(names) for method, names in PLANNING_SETTINGS.items()} == {
         "dotrag": kept_by_hand["dotrag"], "csrag": kept_by_hand["csrag"] | moved | added}
-    # CS-RAG's offline planner matches mentions by anchors.min_similarity too (not in the hand-kept list)
+    # CS-RAG's offline planner matches mentions by anchors.min_similarity too (not in the hand-kept list), and walks
+    # the offline policy's chains (since plan version 12)
     assert {method: set(sections) for method, sections in PLANNING_SECTIONS.items()} == {
-        "dotrag": {"offline", "anchors"}, "csrag": {"anchors"}}
+        "dotrag": {"offline", "anchors"}, "csrag": {"offline", "anchors"}}
     # the passage walk runs at retrieval, after the plan: its settings do not replan
     assert not {"walk_iterations", "walk_floor", "walk_damping", "gamma"} & set(PLANNING_SETTINGS["csrag"])
 

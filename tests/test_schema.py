@@ -8,22 +8,15 @@ from collections import Counter
 
 import pytest
 
-from kgr.project import Project
 from kgr.schema import RARE_SOURCE_SHARE, step_counts, step_priors, type_schema
-from kgr.store import GraphStore
-from test_dotrag import build_tiny_movies
+from test_dotrag import tiny_movies_store
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = build_tiny_movies(tmp_path_factory)
-    with Project.open(root) as project:
-        graph = GraphStore(project)
-        graph.warm()
-        yield project, graph
+    yield from tiny_movies_store(tmp_path_factory)
 
 
-# -- type schema -------------------------------------------------------------------------------------------------
 def test_type_schema(store):
     _, graph = store
     schema = type_schema(graph)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -31,7 +32,9 @@ from kgr.errors import KgrError
 from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, offered_alternatives
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch
-from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, plan_question, variable_type
+from kgr.methods.csrag.chains import ChainPlanner
+from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, variable_type
+from kgr.methods.csrag.planner import chain_planner, plan_question
 from kgr.methods.graph_index import NEIGHBOURHOOD_ROWS, PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord, empty_result_warning
@@ -268,6 +271,7 @@ class CSRAG:
         self.index: PlanIndex = plan_index(self.store)
         if context.stage in TIMED_STAGES:
             self.index.warm(self.settings, walk=bool(self.store.passages))
+            self.chains.warm()
         self.plans = dict(plans or {})
         self._cross_encoder = None
         self._role_types: dict[tuple[bytes, bool], int | None] = {}
@@ -276,10 +280,16 @@ class CSRAG:
 
         self.count = token_counter(context.config.budget.encoding)
 
+    @cached_property
+    def chains(self) -> ChainPlanner:
+        """The offline policy's walk over this graph (per instance, as it keeps a question's state), built when first
+        planning: a run of stored plans needs none."""
+        return chain_planner(self.context)
+
     def plan(self, query: Query) -> dict[str, Any]:
         """The question's plan as JSON-able data (what `kgr plan --method csrag` stores; `retrieve(plan=...)` takes
         it back)."""
-        return plan_question(self.context, query).to_dict()
+        return plan_question(self.context, query, chains=self.chains).to_dict()
 
     # -- reranking ---------------------------------------------------------------------------------------------
     @property
@@ -377,7 +387,8 @@ class CSRAG:
         elif plan is not None:
             plan.source = plan.source if plan.source == "stored" else f"stored:{plan.source}"
         if plan is None:
-            plan = plan_question(self.context, query)  # in encoder passes of its own, as `kgr plan` makes it
+            # in encoder passes of its own, as `kgr plan` makes it
+            plan = plan_question(self.context, query, chains=self.chains)
         # Every text is encoded once per question, and what is likely needed next rides along with each miss; the
         # passes start afresh after planning, so a record is the same whether its plan was made now or read back.
         vectors = TextVectors(store.encoder)

@@ -1,8 +1,9 @@
 """CS-RAG planning: a question as an ordered plan of atomic constraints (h, r, t) over entities and variables.
 
 A term is an entity mention (any text) or a typed variable (`?film`, `?person1`). Each constraint carries up to
-`csrag.variants` relation phrasings. Plans come from the backbone (`csrag_plan` template, validated, one repair,
-then the offline planner) or, with no LLM, straight from the offline planner, which reads the graph itself:
+`csrag.variants` relation phrasings. Plans come from the backbone or the offline planners (`kgr.methods.csrag.planner`):
+the offline policy's walk over the graph (`kgr.methods.csrag.chains`) when it is sure of it, else the planner over
+the graph's relation labels below, which reads the graph itself:
 
 1. Anchor mentions: the bracketed mentions of the question; else entity names occurring in it (longest
    non-overlapping matches, whole words, casefolded); else the entity whose name tokens the question covers best
@@ -68,25 +69,24 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
-from kgr.graph import relation_words
 from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, kin_class, possessive_chain,
                          question_words, sharing_cue, tokens, whole_word, without_relative_wh)
-from kgr.methods.graph_index import PlanIndex, plan_index
+from kgr.methods.graph_index import PlanIndex
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
 if TYPE_CHECKING:
     from kgr.config import CsragConfig
-    from kgr.methods.base import Query, RunContext
+    from kgr.methods.base import Query
 
 # 2: vocabulary hops follow the graph's label succession; 3: hops explain words; 4: no stray follows;
 # 5: plans carry warnings, anchors below anchors.min_similarity are unmatched; 6: one hop per possessive-chain noun,
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
 # answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
 # 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
-# reads as its generic kin noun too; 11: "else" a sharing cue
-PLAN_VERSION = 11
+# reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of
+PLAN_VERSION = 12
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -359,8 +359,8 @@ def _drop_words(text: str, words: str) -> str:
 
 
 # how close to its best type a kind word's other types must be to be named too, and how far every type it does not
-# name must trail it: the offline policy's answer_type_margin and answer_type_clarity defaults (CS-RAG's plans depend on
-# the csrag section only, so not the project's offline settings)
+# name must trail it: the offline policy's answer_type_margin and answer_type_clarity defaults (this planner reads the
+# csrag section only; the project's offline settings are the walk's, `kgr.methods.csrag.chains`)
 KIND_MARGIN, KIND_CLARITY = OfflineConfig().answer_type_margin, OfflineConfig().answer_type_clarity
 
 
@@ -396,12 +396,12 @@ def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
     counts = Counter(t for e in eids for t in store.types_of(e))
     if not counts:
         return "x"
-    slug = _slug(label)
+    slug = variable_slug(label)
     ranked = sorted(counts, key=lambda t: (slug not in t.casefold(), -counts[t], t))
-    return _slug(ranked[0])
+    return variable_slug(ranked[0])
 
 
-def _slug(text: str) -> str:
+def variable_slug(text: str) -> str:
     """Text as a variable name: `place of birth` -> `place_of_birth` (`x` if nothing usable is left)."""
     word = re.sub(r"\W+", "_", text.casefold()).strip("_")
     return word if word and word[0].isalpha() else "x"
@@ -539,7 +539,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                 break
             chosen = store.relation_ids[rids] == best
             targets = list(dict.fromkeys(far[chosen].tolist()))
-            word = _type_word(store, targets, index.label_words[best]) if targets else _slug(index.label_words[best])
+            word = _type_word(store, targets, index.label_words[best]) if targets else \
+                variable_slug(index.label_words[best])
             used_names[word] += 1
             variable = f"?{word}{used_names[word]}"
             top = order[:max(1, variants)]
@@ -572,79 +573,4 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                                   + (", to the answer's kind" if h["kind"] else "")
                                   + (", from the vocabulary)" if h["from"] == "vocabulary" else ")")
                                   for h in hops_trace), warnings=warnings)
-    return plan
-
-
-# -- planning with the backbone --------------------------------------------------------------------------------
-def plan_schema(variants: int) -> dict[str, Any]:
-    constraint = {
-        "type": "object",
-        "properties": {
-            "head": {"type": "string"},
-            "relations": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "tail": {"type": "string"},
-        },
-        "required": ["head", "relations", "tail"],
-    }
-    return {
-        "type": "object",
-        "properties": {
-            "constraints": {"type": "array", "items": constraint, "minItems": 1},
-            "answer": {"type": "string"},
-            "reason": {"type": "string"},
-        },
-        "required": ["constraints"],
-    }
-
-
-def plan_spec(question: str, variants: int):
-    """The DecisionSpec of a CS-RAG plan: schema plus validation (variants trimmed to m)."""
-    from kgr.backbone import DecisionSpec
-
-    def validate(data: dict[str, Any]) -> Plan:
-        constraints = []
-        for item in data["constraints"]:
-            words = list(dict.fromkeys(str(v).strip() for v in item["relations"] if str(v).strip()))[:max(1, variants)]
-            constraints.append(Constraint(item["head"].strip(), words[0] if words else "", item["tail"].strip(), words))
-        return validate_plan(Plan(question, constraints, answer=(data.get("answer") or None), source="llm"))
-
-    return DecisionSpec("csrag_plan", plan_schema(variants), validate)
-
-
-def relation_menu(store: GraphStore, limit: int) -> str:
-    """The graph's `limit` most frequent relation labels in plain words, for the prompt (`csrag.prompt_relations`)."""
-    counts = np.bincount(store.relation_ids, minlength=len(store.relation_labels)) if store.relation_labels else []
-    order = np.argsort(-np.asarray(counts), kind="stable")[:limit] if len(counts) else []
-    return "\n".join(relation_words(store.relation_labels[i]) or store.relation_labels[i] for i in order)
-
-
-def plan_question(context: "RunContext", query: "Query", *, stage: str | None = None,
-                  vectors: TextVectors | None = None) -> Plan:
-    """The plan of one question: from the backbone when there is one (repaired once, else offline), else offline."""
-    from kgr.backbone import decide
-
-    settings = context.config.csrag
-    index = plan_index(context.store)
-
-    def fallback() -> Plan:
-        return offline_plan(index, query, settings, context.config.anchors.min_similarity, vectors)
-
-    if context.client is None:
-        return fallback()
-    decision = decide(
-        context.client,
-        plan_spec(query.plain, settings.variants),
-        {"question": query.text, "variants": settings.variants,
-         "relations": relation_menu(context.store, settings.prompt_relations)},
-        fallback,
-        stage=stage or context.stage,
-        question_id=query.id,
-    )
-    plan = decision.value
-    plan.source = "fallback" if decision.source == "fallback" and context.client is not None else decision.source
-    if decision.source == "fallback":
-        plan.reason = f"{decision.reason} | offline: {plan.reason}"
-    elif decision.reason:
-        plan.reason = decision.reason
-    plan.warnings.extend(context.take_warnings(query.id))
     return plan

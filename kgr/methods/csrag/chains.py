@@ -1,0 +1,200 @@
+"""CS-RAG's constraints along the chain the offline policy walks over the graph: one reading of a question for both
+methods.
+
+The offline policy (`kgr.methods.offline.policy`) reads a question against the graph's type schema as chains of
+(relation, type) steps, and DotRAG walks the best of them hop by hop. The planner asks it the same, over the edges
+around each mention's entities: the first step it ranks (`rank_trajectories`), then, from the entities that step
+reaches, whether to go on and where (`review`), until it stops or reaches `csrag.max_hops`. Each step becomes one
+constraint `(term, relation, ?type)`, the next starting from its variable; the first step's variants are the other
+first relations to the same type the policy cannot tell from it (`tied_first_queries`: "[X]'s parents", `father` and
+`mother`). Later hops take no variants: a near-tied continuation the policy would also walk adds another relation's
+edges to a pool the reranker reads by the whole question, and they outrank the asked ones ("[X]'s son-in-law": a
+daughter's `mother` before her `spouse`).
+
+Walked over the graph, not the schema: a schema chain may take a step that only multi-typed entities have ("the
+movies starred by the actors in [X]": actors who also write have `written_by` into movies, a shorter chain than the
+way through their films), which the entities actually reached do not.
+
+The walk plans a question only when the policy is sure of it, and the vocabulary planner (`kgr.methods.csrag.plan`)
+plans the others (`ChainPlanner.plan` says why in the plan's reason):
+- a mention matching no entity, or entities without relationships (nothing to walk; the vocabulary planner still
+  plans the asked relation, for textual recovery);
+- the policy is unsure (`OfflinePolicy.confident`: no question word names a step the walk could reach, or its best
+  chain does not explain the word nearest the mention; DotRAG hedges there);
+- the walk reaches entities without further relationships where the graph goes on from the relation elsewhere
+  (`PlanIndex.follows`: a mother without a birth date, not a date), or the question names word for word a relation
+  no step of the walk was offered ("the spouse of [X]" for an X with a father only): the graph may have lost the asked
+  edge, and the walk would settle for what is left.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kgr.config import OfflineConfig
+from kgr.embed import TextVectors
+from kgr.lexicon import content_tokens, mark_names
+from kgr.methods.csrag.plan import Constraint, Plan, anchor_mentions, variable_slug
+from kgr.methods.graph_index import PlanIndex
+from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
+from kgr.methods.offline.policy import OfflinePolicy, step_query
+from kgr.reach import csr_entries
+
+if TYPE_CHECKING:
+    from kgr.config import CsragConfig
+    from kgr.methods.base import Query
+
+
+class ChainPlanner:
+    """Plans questions along the offline policy's walk over one graph (its vectors and memos kept across questions)."""
+
+    def __init__(self, index: PlanIndex, offline: OfflineConfig, max_hops: int):
+        self.index = index
+        self.store = store = index.store
+        self.vectors = TextVectors(store.encoder, phrases=store.phrases)
+        self.policy = OfflinePolicy.for_graph(store, offline, max_hops, self.vectors)
+        self._rows = {label: row for row, label in enumerate(store.relation_labels)}
+        self._warm = False
+
+    def warm(self) -> None:
+        """Encode the policy's graph texts (schema steps, type words) now, kept across questions."""
+        if not self._warm:
+            with self.vectors.warming():
+                self.policy.warm()
+            self._warm = True
+
+    def plan(self, query: "Query", settings: "CsragConfig", floor: float) -> tuple[Plan | None, str]:
+        """The question's plan along the policy's walk from each mention, or None and why it is left to the vocabulary
+        planner (see the module docstring); `floor` is anchors.min_similarity."""
+        self.warm()
+        index = self.index
+        mentions, residual, warnings = anchor_mentions(index, query, settings, floor)
+        if not mentions:
+            return None, "the question names no entity"
+        anchors = {m: list(index.match_anchors(m, settings.anchor_matches, floor).eids) for m in mentions}
+        unmatched = [m for m in mentions if not anchors[m]]
+        if unmatched:
+            return None, f"{unmatched[0]!r} matches no entity"
+        question = query.text if query.mentions else mark_names(query.text, mentions)
+        self.vectors.begin_question(self.policy.begin_question(question))
+        self.policy.prepare(question, mentions)
+        constraints: list[Constraint] = []
+        names: dict[str, int] = {}
+        seen: set[str] = set()  # the labels the walks took or were offered
+        walks = []
+        for mention in mentions:
+            eids = anchors[mention]
+            options = self.options(eids, np.empty(0, dtype=np.int64))
+            if not options:
+                return None, f"{mention!r} has no relationships"
+            anchor = AnchorOption(mention, list(dict.fromkeys(t for e in eids for t in self.store.types_of(e))), True)
+            if not self.policy.confident(query.id, question, anchor, options):
+                return None, f"the offline policy is unsure of the walk from {mention!r}"
+            head = mention
+            steps, offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
+            seen |= offered
+            if stranded:
+                return None, stranded
+            for relation, type_name, variants, reached in steps:
+                word = variable_slug(type_name)
+                names[word] = names.get(word, 0) + 1
+                variable = f"?{word}{names[word]}"
+                phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *variants])]
+                constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, settings.variants)]))
+                head = variable
+            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps))
+        missed = self.named_unseen(residual, seen)
+        if missed:
+            return None, f"the question names {missed!r}, which the walk was never offered"
+        plan = Plan(query.plain, constraints, answer=constraints[-1].tail, source="offline",
+                    reason="walked by the offline policy: " + "; ".join(walks), warnings=warnings)
+        return plan, ""
+
+    def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
+             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str], list[int]]], set[str], str]:
+        """(relation, type, variants, entities reached) per step of the policy's walk from `eids`, the labels it was
+        offered on the way, and why the walk cannot tell where it ends ("": it can)."""
+        policy = self.policy
+        order, query = policy.rank_trajectories(qid, question, anchor, options)
+        option = options[order[0]]
+        tied = [self.relation_of(q, option) for q in policy.tied_first_queries(qid, question, anchor, options)]
+        walked = np.empty(0, dtype=np.int64)
+        offered = {r for o in options for r in o.relations}
+        steps = []
+        frontier, walk = list(eids), []
+        while True:
+            relation = self.relation_of(query, option)
+            frontier, walked = self.follow(frontier, relation, option.type, walked)
+            steps.append((relation, option.type, tied, frontier))
+            walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
+            if len(steps) >= policy.max_hops:
+                break
+            options = self.options(frontier, walked)
+            offered.update(r for o in options for r in o.relations)
+            if not options:
+                if self.goes_on(relation, settings):
+                    return steps, offered, f"the entities {relation!r} reaches have no further relationships, " \
+                                           "though the graph goes on from it elsewhere"
+                break
+            step = policy.review(qid, question, anchor, walk, options, policy.max_hops)
+            if not isinstance(step, Continue):
+                break
+            option, query, tied = options[step.option], step.query, []
+        return steps, offered, ""
+
+    def relation_of(self, query: str, option: TrajectoryOption) -> str:
+        """The relation of `option` the policy's hop query names (it writes one query per step: `step_query`)."""
+        return next(r for r in option.relations if step_query(r, option.type) == query)
+
+    def options(self, eids: list[int], walked: np.ndarray) -> list[TrajectoryOption]:
+        """The types the relationships around `eids` (but the `walked` ones) reach, each with their relations, the
+        most frequent first."""
+        store = self.store
+        rids, _, far = self.index.incident(eids)
+        fresh = ~np.isin(rids, walked)
+        rids, far = rids[fresh], far[fresh]
+        entries, counts = csr_entries(store.type_indptr, far)  # every (relationship, type of its far end)
+        types = store.type_ids[entries].astype(np.int64)
+        relations = np.repeat(store.relation_ids[rids], counts).astype(np.int64)
+        pairs, tally = np.unique(np.stack([types, relations], axis=1), axis=0, return_counts=True) if len(types) \
+            else (np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.int64))
+        found = []
+        for type_id in np.unique(pairs[:, 0]).tolist():
+            mine = np.flatnonzero(pairs[:, 0] == type_id)
+            ranked = mine[np.argsort(-tally[mine], kind="stable")]
+            found.append(TrajectoryOption(store.type_names[type_id], int(tally[mine].sum()),
+                                          [store.relation_labels[int(pairs[i, 1])] for i in ranked]))
+        return found
+
+    def follow(self, eids: list[int], relation: str, type_name: str, walked: np.ndarray
+               ) -> tuple[list[int], np.ndarray]:
+        """The entities of `type_name` the unwalked `relation` edges around `eids` reach (in edge order), and the walked
+        edges with those."""
+        store = self.store
+        rids, _, far = self.index.incident(eids)
+        along = (store.relation_ids[rids] == self._rows[relation]) & ~np.isin(rids, walked)
+        rids, far = rids[along], far[along]
+        type_id = store.type_names.index(type_name)
+        entries, counts = csr_entries(store.type_indptr, far)
+        typed = np.zeros(len(far), dtype=bool)
+        np.logical_or.at(typed, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == type_id)
+        return list(dict.fromkeys(far[typed].tolist())), np.concatenate([walked, rids[typed]])
+
+    def goes_on(self, relation: str, settings: "CsragConfig") -> bool:
+        """Whether the graph goes on from `relation`'s ends along another label somewhere (`PlanIndex.follows`): a
+        frontier without relationships is then a damaged graph's, not a leaf (a mother without a birth date, not a
+        date)."""
+        row = self._rows[relation]
+        return any(bool(matrix[row].any()) for matrix in self.index.follows(settings.follow_min_edges,
+                                                                           settings.follow_min_share))
+
+    def named_unseen(self, residual: str, seen: set[str]) -> str | None:
+        """A relation label (in words) the question names word for word that no step of the walks was offered (`seen`:
+        labels), if any: the graph may have lost the asked edge, and the walk would settle for what is left. A named
+        label the walk was offered and passed by is the policy's choice ("which country does [X] play in": the club's
+        `is_in_country_inverse`, not `is_in_country`)."""
+        named = np.flatnonzero(self.index.labels_named_by(content_tokens(residual)))
+        missed = [self.index.label_words[row] for row in named.tolist() if self.store.relation_labels[row] not in seen]
+        return missed[0] if missed else None

@@ -1,0 +1,62 @@
+"""`kgr.methods.csrag.chains`: CS-RAG's constraints along the offline policy's walk over small hand-made graphs, and
+the questions it leaves to the planner over the relation labels (saying why in the plan's reason)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgr.methods.csrag.method import CSRAG
+from kgr.methods.csrag.planner import plan_question
+from test_csrag import graph_context, query
+
+WALKED = "walked by the offline policy: "
+BY_LABELS = "planned over the relation labels ("
+
+
+@pytest.fixture(scope="module")
+def people(tmp_path_factory):
+    """People with parents, birthplaces and jobs; towns in countries (no schema: types inferred from relations)."""
+    yield from graph_context(tmp_path_factory.mktemp("people"), [
+        ("Ada Berg", "father", "Bo Berg"), ("Ada Berg", "mother", "Cy Berg"), ("Eli Dahl", "father", "Finn Dahl"),
+        ("Eli Dahl", "mother", "Gro Dahl"), ("Bo Berg", "born_in", "Malmo"), ("Cy Berg", "born_in", "Oslo"),
+        ("Finn Dahl", "born_in", "Bergen"), ("Ada Berg", "born_in", "Lund"), ("Gro Dahl", "born_in", "Malmo"),
+        ("Malmo", "located_in", "Sweden"), ("Oslo", "located_in", "Norway"), ("Bergen", "located_in", "Norway"),
+        ("Lund", "located_in", "Sweden"), ("Bo Berg", "occupation", "baker"), ("Cy Berg", "occupation", "pilot"),
+        ("Ada Berg", "occupation", "teacher")])
+
+
+def relations(plan):
+    return [c.relation for c in plan.constraints]
+
+
+def test_each_step_of_the_walk_is_a_constraint_from_the_last_ones_variable(people):
+    plan = plan_question(people, query("In which country was [Ada Berg]'s father born?"))
+    assert plan.reason.startswith(WALKED)
+    assert relations(plan) == ["father", "born in", "located in"]
+    first, second, third = plan.constraints
+    assert first.head == "Ada Berg" and second.head == first.tail and third.head == second.tail
+    assert plan.answer == third.tail
+    assert "Sweden" in CSRAG(people).retrieve(query("In which country was [Ada Berg]'s father born?")).entities
+
+
+def test_the_walk_stops_where_the_policy_does(people):
+    plan = plan_question(people, query("What is [Ada Berg]'s occupation?"))
+    assert plan.reason.startswith(WALKED) and relations(plan) == ["occupation"]
+
+
+def test_first_relations_the_policy_cannot_tell_apart_are_the_first_constraints_variants(people):
+    plan = plan_question(people, query("Who is a parent of [Ada Berg]?"))
+    assert plan.reason.startswith(WALKED)
+    assert set(plan.constraints[0].variants) == {"father", "mother"}
+    assert {"Bo Berg", "Cy Berg"} <= set(CSRAG(people).retrieve(query("Who is a parent of [Ada Berg]?")).entities)
+
+
+def test_a_mention_matching_no_entity_is_planned_over_the_labels(people):
+    plan = plan_question(people, query("Where was [Nobody Known] born?"))
+    assert plan.reason.startswith(BY_LABELS + "'Nobody Known' matches no entity")
+    assert relations(plan) == ["born in"]  # the asked relation all the same, for textual recovery
+
+
+def test_an_unsure_policy_leaves_the_question_to_the_labels(people):
+    plan = plan_question(people, query("Who are the parents of [Ada Berg]?"))  # "parents" is 0.53 from `mother`
+    assert plan.reason.startswith(BY_LABELS + "the offline policy is unsure of the walk from 'Ada Berg'")
