@@ -38,9 +38,11 @@ def test_an_empty_record_carries_a_warning_printed_on_stderr(work, run_kgr, meth
 
 def test_csrag_batch_without_passages_counts_its_empty_results(work, run_kgr, tmp_path):
     out = tmp_path / "records.jsonl"
-    # without the neighbourhood fill (`csrag.graph_fill`), which answers every unresolved plan from the graph
+    # without the neighbourhood fill (`csrag.graph_fill`), which answers every unresolved plan from the graph, nor an
+    # unsettled pool's best (`csrag.graph_recovery`), and with only a pool of one dominant candidate sufficient
     result = run_kgr("retrieve", work, "--method", "csrag", "--questions", QA_1HOP, "--out", out,
-                     "--set", "csrag.graph_fill=0")
+                     *[part for setting in ("graph_fill=0", "graph_recovery=0", "set_answers=0", "gamma=1")
+                       for part in ("--set", f"csrag.{setting}")])
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     empty = [r for r in records if not r["paths"] and not r["passages"]]

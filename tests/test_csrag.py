@@ -482,7 +482,7 @@ def test_each_noun_of_a_possessive_chain_is_a_hop(kin, question, relations):
 def test_a_possessed_nouns_hop_varies_only_to_labels_as_near_the_noun(kin):
     # "children" is 0.56 from `child of`, 0.31 / 0.23 from `born in` / `occupation`: those would bind whatever the
     # anchor's children have, so they are no variants (a noun names one relation)
-    plan = plan_question(kin, query("Who are [Otto Lund]'s grandchildren?"))
+    plan = by_labels(kin, query("Who are [Otto Lund]'s grandchildren?"))
     assert [(k.relation, k.variants) for k in plan.constraints] == [("child of", ["child of"])] * 2
 
 
@@ -644,7 +644,7 @@ def test_a_word_explained_by_a_hop_does_not_ask_for_another(household, question)
     # a name belongs to the mention, not to what is asked.
     from kgr.methods.csrag.plan import anchor_mentions
 
-    plan = plan_question(household, query(question))
+    plan = by_labels(household, query(question))
     assert [k.relation for k in plan.constraints] == ["spouse", "place of death"]
     assert anchor_mentions(plan_index(household.store), query(question), household.config.csrag) == (
         ["Hanna Iske"], "Where did 's husband die?", [])
@@ -683,7 +683,8 @@ def test_a_lost_edge_is_recovered_from_the_passage_about_its_source(household):
     index = plan_index(household.store)
     titles = [household.store.passages[p][0] for p in index.passages_about(household.store.find("Film C"))]
     assert titles == ["Film C (1971 film)"]
-    record = CSRAG(household).retrieve(query("When did the director of Film C die?"))
+    question = query("When did the director of Film C die?")
+    record = CSRAG(household).retrieve(question, plan=by_labels(household, question))  # (the walk is unsure of it)
     first, second = record.trace["constraints"]
     assert first["decision"] == "unresolved" and first["passages"][0]["title"] == "Film C (1971 film)"
     assert first["bound"] == ["Don Medford"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kgr.methods.csrag.method import CSRAG
-from kgr.methods.csrag.planner import plan_question
-from test_csrag import graph_context, query
+from kgr.methods.csrag.plan import Constraint, Plan
+from kgr.methods.csrag.planner import hedged, plan_question
+from test_csrag import by_labels, graph_context, query
 
 WALKED = "walked by the offline policy: "
 BY_LABELS = "planned over the relation labels ("
@@ -60,3 +61,21 @@ def test_a_mention_matching_no_entity_is_planned_over_the_labels(people):
 def test_an_unsure_policy_leaves_the_question_to_the_labels(people):
     plan = plan_question(people, query("Who are the parents of [Ada Berg]?"))  # "parents" is 0.53 from `mother`
     assert plan.reason.startswith(BY_LABELS + "the offline policy is unsure of the walk from 'Ada Berg'")
+    # ... and its constraints are followed by the walk's, recall first, their variables renamed apart
+    assert "| and " + WALKED in plan.reason
+    labels_plan = by_labels(people, query("Who are the parents of [Ada Berg]?"))
+    assert plan.constraints[:len(labels_plan.constraints)] == labels_plan.constraints
+    assert plan.answer == labels_plan.answer
+    walked = plan.constraints[len(labels_plan.constraints):]
+    assert walked and walked[0].head == "Ada Berg"
+    assert not {walked[0].tail} & set(labels_plan.variables)
+
+
+def test_hedged_plans_rename_the_walks_variables_apart():
+    labels = Plan("q", [Constraint("X", "father", "?person1", ["father"])], answer="?person1")
+    walk = Plan("q", [Constraint("X", "mother", "?person1", ["mother"]),
+                      Constraint("?person1", "born in", "?town1", ["born in"])], answer="?town1")
+    plan = hedged(labels, walk)
+    assert [(c.head, c.relation, c.tail) for c in plan.constraints] == [
+        ("X", "father", "?person1"), ("X", "mother", "?person2"), ("?person2", "born in", "?town1")]
+    assert plan.answer == "?person1"

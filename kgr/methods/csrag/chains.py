@@ -15,12 +15,13 @@ Walked over the graph, not the schema: a schema chain may take a step that only 
 movies starred by the actors in [X]": actors who also write have `written_by` into movies, a shorter chain than the
 way through their films), which the entities actually reached do not.
 
-The walk plans a question only when the policy is sure of it, and the vocabulary planner (`kgr.methods.csrag.plan`)
-plans the others (`ChainPlanner.plan` says why in the plan's reason):
-- a mention matching no entity, or entities without relationships (nothing to walk; the vocabulary planner still
-  plans the asked relation, for textual recovery);
+The walk plans a question alone only when the policy is sure of it; the planner over the relation labels
+(`kgr.methods.csrag.plan`) plans the others (`ChainPlanner.plan` says why, and the plan's reason shows it):
 - the policy is unsure (`OfflinePolicy.confident`: no question word names a step the walk could reach, or its best
-  chain does not explain the word nearest the mention; DotRAG hedges there);
+  chain does not explain the word nearest the mention): the labels' constraints come first and the walk's follow,
+  recall first, as DotRAG hedges over several trajectories there (`kgr.methods.csrag.planner.hedged`);
+- a mention matching no entity, or entities without relationships (nothing to walk; the label planner still plans
+  the asked relation, for textual recovery);
 - the walk reaches entities without further relationships where the graph goes on from the relation elsewhere
   (`PlanIndex.follows`: a mother without a birth date, not a date), or the question names word for word a relation
   no step of the walk was offered ("the spouse of [X]" for an X with a father only): the graph may have lost the asked
@@ -66,8 +67,9 @@ class ChainPlanner:
             self._warm = True
 
     def plan(self, query: "Query", settings: "CsragConfig", floor: float) -> tuple[Plan | None, str]:
-        """The question's plan along the policy's walk from each mention, or None and why it is left to the vocabulary
-        planner (see the module docstring); `floor` is anchors.min_similarity."""
+        """The question's plan along the policy's walk from each mention and "", or why the labels should plan it: with
+        the walk when the policy walked but is unsure (the walk then follows the labels' plan), with None when there is
+        no walk to trust (see the module docstring); `floor` is anchors.min_similarity."""
         self.warm()
         index = self.index
         mentions, residual, warnings = anchor_mentions(index, query, settings, floor)
@@ -83,6 +85,7 @@ class ChainPlanner:
         constraints: list[Constraint] = []
         names: dict[str, int] = {}
         seen: set[str] = set()  # the labels the walks took or were offered
+        unsure = ""
         walks = []
         for mention in mentions:
             eids = anchors[mention]
@@ -91,7 +94,7 @@ class ChainPlanner:
                 return None, f"{mention!r} has no relationships"
             anchor = AnchorOption(mention, list(dict.fromkeys(t for e in eids for t in self.store.types_of(e))), True)
             if not self.policy.confident(query.id, question, anchor, options):
-                return None, f"the offline policy is unsure of the walk from {mention!r}"
+                unsure = unsure or f"the offline policy is unsure of the walk from {mention!r}"
             head = mention
             steps, offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
             seen |= offered
@@ -110,7 +113,7 @@ class ChainPlanner:
             return None, f"the question names {missed!r}, which the walk was never offered"
         plan = Plan(query.plain, constraints, answer=constraints[-1].tail, source="offline",
                     reason="walked by the offline policy: " + "; ".join(walks), warnings=warnings)
-        return plan, ""
+        return plan, unsure
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
              settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str], list[int]]], set[str], str]:

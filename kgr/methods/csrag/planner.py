@@ -1,10 +1,11 @@
 """How CS-RAG plans a question: with an LLM backbone, the model writes the plan (`csrag_plan`, validated, repaired
 once); with none, or when the model's plan is unusable, the offline planners do: the offline policy's walk over the
 graph (`kgr.methods.csrag.chains`) when the policy is sure of it, else the planner over the graph's relation labels
-(`kgr.methods.csrag.plan.offline_plan`)."""
+(`kgr.methods.csrag.plan.offline_plan`), followed by the walk's constraints where the policy walked but was unsure."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,16 +30,36 @@ def chain_planner(context: "RunContext") -> ChainPlanner:
 def plan_offline(context: "RunContext", query: "Query", vectors: TextVectors | None = None,
                  chains: ChainPlanner | None = None) -> Plan:
     """The plan the offline planners make: along the offline policy's walk when it is sure of it (`ChainPlanner.plan`;
-    `chains`, else a new planner), else over the relation labels, with the reason the walk was not taken."""
+    `chains`, else a new planner), else over the relation labels, with the reason the walk was not taken alone (and,
+    when the policy walked unsure, the walk's constraints after the labels')."""
     settings, floor = context.config.csrag, context.config.anchors.min_similarity
     planner = chains or chain_planner(context)
     walked, why_not = planner.plan(query, settings, floor)
-    if walked is not None:
+    if walked is not None and not why_not:
         return walked
     # in the walk's encoder passes: the question's words are encoded once
     plan = offline_plan(plan_index(context.store), query, settings, floor, vectors or planner.vectors)
     plan.reason = f"planned over the relation labels ({why_not}): {plan.reason}"
+    if walked is not None:  # unsure: the walk's constraints too, after the labels' (recall first, as DotRAG hedges)
+        plan = hedged(plan, walked)
     return plan
+
+
+def hedged(plan: Plan, walked: Plan) -> Plan:
+    """`plan` followed by the `walked` plan's constraints, its variables renamed apart."""
+    taken = set(plan.variables)
+    renamed: dict[str, str] = {}
+    for variable in walked.variables:
+        stem = re.sub(r"\d+$", "", variable)
+        number = 1
+        while f"{stem}{number}" in taken:
+            number += 1
+        renamed[variable] = f"{stem}{number}"
+        taken.add(renamed[variable])
+    extra = [Constraint(renamed.get(c.head, c.head), c.relation, renamed.get(c.tail, c.tail), list(c.variants))
+             for c in walked.constraints]
+    return Plan(plan.question, plan.constraints + extra, answer=plan.answer, source=plan.source,
+                reason=f"{plan.reason} | and {walked.reason}", warnings=plan.warnings)
 
 
 # -- planning with the backbone --------------------------------------------------------------------------------
