@@ -53,7 +53,7 @@ demo: install
 AVX2_ONLY := KGR_EMBEDDING__PRECISION=float32 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
   ONEDNN_MAX_CPU_ISA=AVX2
 PRECISION_TESTS := tests/test_embed.py tests/test_dotrag.py tests/test_csrag.py tests/test_graph_index.py \
-  tests/test_offline_policy.py tests/test_baselines.py tests/test_runner.py
+  tests/test_offline_policy.py tests/test_baselines.py tests/test_runner.py tests/test_csrag_chains.py
 
 test: install
 	$(BIN)/python -m pytest -q
