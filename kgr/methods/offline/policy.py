@@ -1,4 +1,5 @@
-"""The offline policy: DotRAG's decisions made deterministically from embeddings, with no LLM.
+"""The offline policy: DotRAG's decisions, and the walk CS-RAG plans along, made deterministically from embeddings,
+with no LLM.
 
 It knows nothing about any dataset. Everything comes from the question and the graph: the relation labels and
 entity types offered at each step, and the graph's type-level schema (which relation joins which types) for
