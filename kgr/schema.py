@@ -4,6 +4,8 @@ is. The offline policy reads it to score chains (`kgr.methods.offline`), the ove
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections import Counter
 
 import numpy as np
@@ -12,8 +14,24 @@ from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
 
+_TALLIES: "weakref.WeakKeyDictionary[GraphStore, Counter]" = weakref.WeakKeyDictionary()
+_TALLIES_LOCK = threading.Lock()
+
+
 def step_counts(store: GraphStore) -> Counter:
-    """How many relationships make each type-level step (from type, relation, to type), in both directions."""
+    """How many relationships make each type-level step (from type, relation, to type), in both directions; counted
+    once per store (both methods and each thread's method instance read it; 0.18 s on MetaQA's 134k edges), so the
+    tally is shared: read it, do not change it."""
+    with _TALLIES_LOCK:
+        tally = _TALLIES.get(store)
+    if tally is None:
+        tally = _count_steps(store)
+        with _TALLIES_LOCK:
+            tally = _TALLIES.setdefault(store, tally)
+    return tally
+
+
+def _count_steps(store: GraphStore) -> Counter:
     indptr, type_ids = store.type_indptr, store.type_ids
     counts = np.diff(indptr)
     # every (edge, source type, target type) combination

@@ -37,7 +37,7 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import content_tokens, mark_names
-from kgr.methods.csrag.plan import Constraint, Plan, anchor_mentions, variable_slug
+from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
 from kgr.methods.graph_index import PlanIndex
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, step_query
@@ -66,13 +66,15 @@ class ChainPlanner:
                 self.policy.warm()
             self._warm = True
 
-    def plan(self, query: "Query", settings: "CsragConfig", floor: float) -> tuple[Plan | None, str]:
+    def plan(self, query: "Query", settings: "CsragConfig", floor: float,
+             anchored: tuple[list[str], str, list[str]]) -> tuple[Plan | None, str]:
         """The question's plan along the policy's walk from each mention and "", or why the labels should plan it: with
         the walk when the policy walked but is unsure (the walk then follows the labels' plan), with None when there is
-        no walk to trust (see the module docstring); `floor` is anchors.min_similarity."""
+        no walk to trust (see the module docstring); `floor` is anchors.min_similarity, `anchored` the question's
+        `anchor_mentions`."""
         self.warm()
         index = self.index
-        mentions, residual, warnings = anchor_mentions(index, query, settings, floor)
+        mentions, residual, warnings = anchored
         if not mentions:
             return None, "the question names no entity"
         anchors = {m: list(index.match_anchors(m, settings.anchor_matches, floor).eids) for m in mentions}
@@ -112,7 +114,7 @@ class ChainPlanner:
         if missed:
             return None, f"the question names {missed!r}, which the walk was never offered"
         plan = Plan(query.plain, constraints, answer=constraints[-1].tail, source="offline",
-                    reason="walked by the offline policy: " + "; ".join(walks), warnings=warnings)
+                    reason="walked by the offline policy: " + "; ".join(walks), warnings=list(warnings))
         return plan, unsure
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],

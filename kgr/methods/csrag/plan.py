@@ -408,14 +408,16 @@ def variable_slug(text: str) -> str:
 
 
 def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floor: float = 1.0,
-                 vectors: TextVectors | None = None) -> Plan:
+                 vectors: TextVectors | None = None,
+                 anchored: tuple[list[str], str, list[str]] | None = None) -> Plan:
     """Plan from the graph alone (see the module docstring) by the `csrag` settings; `floor` is
-    anchors.min_similarity."""
+    anchors.min_similarity, `anchored` the question's `anchor_mentions` when already read."""
     store = index.store
     vectors = TextVectors(store.encoder) if vectors is None else vectors
     variants, max_hops, margin = settings.variants, settings.max_hops, settings.global_margin
     follow_rule = (settings.follow_min_edges, settings.follow_min_share)
-    mentions, residual, warnings = anchor_mentions(index, query, settings, floor)
+    mentions, residual, warnings = anchored or anchor_mentions(index, query, settings, floor)
+    warnings = list(warnings)
     constraints: list[Constraint] = []
     used_names: Counter[str] = Counter()
     label_vectors = index.label_vectors if store.relation_labels else np.zeros((0, 1), dtype=np.float32)

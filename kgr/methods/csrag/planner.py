@@ -13,7 +13,7 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.graph import relation_words
 from kgr.methods.csrag.chains import ChainPlanner
-from kgr.methods.csrag.plan import Constraint, Plan, offline_plan, validate_plan
+from kgr.methods.csrag.plan import Constraint, Plan, anchor_mentions, offline_plan, validate_plan
 from kgr.methods.graph_index import plan_index
 from kgr.store import GraphStore
 
@@ -33,12 +33,13 @@ def plan_offline(context: "RunContext", query: "Query", vectors: TextVectors | N
     `chains`, else a new planner), else over the relation labels, with the reason the walk was not taken alone (and,
     when the policy walked unsure, the walk's constraints after the labels')."""
     settings, floor = context.config.csrag, context.config.anchors.min_similarity
-    planner = chains or chain_planner(context)
-    walked, why_not = planner.plan(query, settings, floor)
+    planner, index = chains or chain_planner(context), plan_index(context.store)
+    anchored = anchor_mentions(index, query, settings, floor)  # read once for both planners (it may encode)
+    walked, why_not = planner.plan(query, settings, floor, anchored)
     if walked is not None and not why_not:
         return walked
     # in the walk's encoder passes: the question's words are encoded once
-    plan = offline_plan(plan_index(context.store), query, settings, floor, vectors or planner.vectors)
+    plan = offline_plan(index, query, settings, floor, vectors or planner.vectors, anchored)
     plan.reason = f"planned over the relation labels ({why_not}): {plan.reason}"
     if walked is not None:  # unsure: the walk's constraints too, after the labels' (recall first, as DotRAG hedges)
         plan = hedged(plan, walked)
