@@ -102,14 +102,14 @@ class ChainPlanner:
             seen |= offered
             if stranded:
                 return None, stranded
-            for relation, type_name, variants, reached in steps:
+            for relation, type_name, variants in steps:
                 word = variable_slug(type_name)
                 names[word] = names.get(word, 0) + 1
                 variable = f"?{word}{names[word]}"
                 phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *variants])]
                 constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, settings.variants)]))
                 head = variable
-            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps))
+            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _ in steps))
         missed = self.named_unseen(residual, seen)
         if missed:
             return None, f"the question names {missed!r}, which the walk was never offered"
@@ -118,8 +118,8 @@ class ChainPlanner:
         return plan, unsure
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
-             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str], list[int]]], set[str], str]:
-        """(relation, type, variants, entities reached) per step of the policy's walk from `eids`, the labels it was
+             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str]]], set[str], str]:
+        """(relation, type, variants) per step of the policy's walk from `eids`, the labels it was
         offered on the way, and why the walk cannot tell where it ends ("": it can)."""
         policy = self.policy
         order, query = policy.rank_trajectories(qid, question, anchor, options)
@@ -132,7 +132,7 @@ class ChainPlanner:
         while True:
             relation = self.relation_of(query, option)
             frontier, walked = self.follow(frontier, relation, option.type, walked)
-            steps.append((relation, option.type, tied, frontier))
+            steps.append((relation, option.type, tied))
             walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
             if len(steps) >= policy.max_hops:
                 break
