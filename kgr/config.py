@@ -201,6 +201,11 @@ class DotragConfig:
     # neighbourhood), follow the walk's paths as the budget allows; 0 = off. 10: dev suite mean recall 0.848 -> 0.863,
     # no set lower (dev-genealogy 0.429 -> 0.638); filling every question instead cost F1 on every set
     fill: int = ranged(10, 0)
+    # ... and on an open-vocabulary graph (labels are phrasings: `kgr.schema.open_vocabulary`), this many after every
+    # plan, sure or not: a walk there follows a few phrasings of a fact the graph states in many. 30: MuSiQue (the
+    # only such dev set) entity recall 0.04 -> 0.14 (VSS 0.12), answers in context 0.56 -> 0.60 (10 / 20 / 40: 0.10 /
+    # 0.12 / 0.16); no other dev set has an open vocabulary. 0 = off
+    open_fill: int = ranged(30, 0)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from kgr.graph import relation_words
 from kgr.methods.dotrag.method import DotRAG, Path as WalkPath, PathLayer, layer_paths, round_robin
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k_per_group
+from kgr.schema import open_vocabulary
 from kgr.store import GraphStore
 
 DATA = Path(__file__).resolve().parent / "data" / "tiny_movies"
@@ -638,6 +639,30 @@ def test_with_passages_the_paths_come_with_their_source_passages(sourced_songs):
     assert record.passages.index("Lena Voss") < record.passages.index("Marek Dal")  # reached by the walk
     bare = DotRAG(RunContext(project, load_config(project.root, {"dotrag.passages": 0}), graph, "retrieve"))
     assert bare.retrieve(question).passages == [] and "1998" not in bare.retrieve(question).context
+
+
+def test_on_an_open_vocabulary_graph_a_sure_plan_is_filled_too(sourced_songs):
+    """`dotrag.open_fill`: where the labels are phrasings (`kgr.schema.open_vocabulary`, tested there; set here on a
+    three-triple graph), every plan's paths are followed by the anchors' neighbourhood's relationships most like the
+    question; elsewhere only an unsure plan's are."""
+    project, graph = sourced_songs
+    assert not open_vocabulary(graph)
+    question = Query("s1", "who is the performer of [Quiet Harbour]")
+
+    def ask_with(open_fill: int, phrasings: bool):
+        config = load_config(project.root, {"dotrag.open_fill": open_fill})
+        method = DotRAG(RunContext(project, config, graph, "retrieve"))
+        method.open_vocabulary = phrasings
+        return method.retrieve(question)
+
+    plain, filled = ask_with(5, False), ask_with(5, True)
+    assert not filled.trace["plan"]["hedged"] and "fill" not in plain.trace
+    assert ask_with(0, True).paths == plain.paths
+    assert (filled.trace["fill"], filled.trace["fill_why"]) == (1, "open vocabulary")
+    walked = len(plain.paths)
+    assert filled.paths[:walked] == plain.paths
+    # the one relationship within reach of the anchor that no path holds (Marek Dal is not within reach)
+    assert [p["entities"] for p in filled.paths[walked:]] == [["Lena Voss", "Ostrava"]]
 
 
 def test_an_unsure_plan_is_filled_with_the_neighbourhoods_relationships_most_like_the_question(dotrag):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from kgr.schema import RARE_SOURCE_SHARE, step_counts, step_priors, type_schema
+from kgr.schema import (OPEN_VOCABULARY_LABELS, OPEN_VOCABULARY_SHARE, RARE_SOURCE_SHARE, open_vocabulary,
+                        rare_label_share, step_counts, step_priors, type_schema)
 from test_dotrag import tiny_movies_store
 
 
@@ -50,3 +53,26 @@ def test_step_priors_penalize_a_type_that_holds_a_sliver_of_a_relation():
     assert priors[("movie", "release_year", "year")] == 0.0
     assert priors[("actor", "release_year", "year")] == pytest.approx(math.log(10 / (RARE_SOURCE_SHARE * 1000)))
     assert priors[("director", "written_by", "movie")] == 0.0  # a third of the writers' share: a reading of its own
+
+
+def test_rare_label_share_counts_the_relationships_whose_label_at_most_one_other_carries(store):
+    # labels used 3, 2 and 1 times: the 2 + 1 relationships on the last two labels are rare
+    assert rare_label_share(SimpleNamespace(relation_ids=np.array([0, 0, 0, 1, 1, 2]))) == 0.5
+    assert rare_label_share(SimpleNamespace(relation_ids=np.array([], dtype=np.int32))) == 0.0
+    _, graph = store
+    assert rare_label_share(graph) == 0.0 and not open_vocabulary(graph)  # a vocabulary: every label recurs
+
+
+def test_an_open_vocabulary_has_hundreds_of_labels_most_relationships_rare():
+    def graph(uses: list[int]) -> SimpleNamespace:
+        """A graph whose label i carries uses[i] relationships."""
+        return SimpleNamespace(relation_ids=np.repeat(np.arange(len(uses)), uses),
+                               relation_labels=[f"label {i}" for i in range(len(uses))])
+
+    phrasings = [1] * OPEN_VOCABULARY_LABELS
+    assert open_vocabulary(graph(phrasings))
+    assert not open_vocabulary(graph(phrasings[1:]))  # a small graph's labels are rare because it is small
+    # a vocabulary used by most relationships: the share of rare ones falls under the bar
+    common = math.ceil(OPEN_VOCABULARY_LABELS * (1 - OPEN_VOCABULARY_SHARE) / OPEN_VOCABULARY_SHARE) + 1
+    assert not open_vocabulary(graph(phrasings + [common]))
+    assert open_vocabulary(graph(phrasings + [common - 2]))

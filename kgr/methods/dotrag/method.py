@@ -23,7 +23,7 @@ from kgr.methods.offline.policy import OfflinePolicy, label_words, step_query
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k, top_k_per_group
-from kgr.schema import step_counts
+from kgr.schema import open_vocabulary, step_counts
 from kgr.store import GraphStore
 
 
@@ -125,6 +125,7 @@ class DotRAG:
         # (labels, schema texts, hop queries) are read from the project's phrase cache once a run has encoded them
         self._vectors = TextVectors(self.store.encoder, phrases=self.store.phrases)
         tally = step_counts(self.store)
+        self.open_vocabulary = open_vocabulary(self.store)
         self.policy = make_policy(context, self.store, self._vectors, tally)
         self.count = token_counter(context.config.budget.encoding)
         self._warm(tally)
@@ -149,7 +150,7 @@ class DotRAG:
         the question itself when the seed search or an unsure plan's fill reads it), so that its vectors, and its
         record, do not depend on the questions before it (`TextVectors`)."""
         words = self.policy.begin_question(query.text)
-        reads_question = not query.mentions or (hedged and self.settings.fill > 0)  # the seed search, the fill
+        reads_question = not query.mentions or self._fill_size(hedged) > 0  # the seed search, the fill
         self._vectors.begin_question(([query.plain] if reads_question else []) + words)
 
     # -- planning ----------------------------------------------------------------------------------------------
@@ -344,9 +345,9 @@ class DotRAG:
             trace["conjunction"] = sorted(self.store.names[e] for e in shared)
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
-        if self.settings.fill and plan.hedged:  # an unsure plan: the evidence may lie off its walks
-            filled, trace["fill_cut"] = self._fill(query, [p.anchor for p in plan.pairs], paths)
-            trace["fill"] = len(filled)
+        if fill := self._fill_size(plan.hedged):  # the evidence may lie off the walks
+            filled, trace["fill_cut"] = self._fill(query, [p.anchor for p in plan.pairs], paths, fill)
+            trace["fill"], trace["fill_why"] = len(filled), "unsure plan" if plan.hedged else "open vocabulary"
             paths = paths + filled
             watch.lap("fill")
         packed = pack_paths(self.store, [p.rids for p in paths], self.context.config.budget.tokens, self.count,
@@ -377,8 +378,13 @@ class DotRAG:
             trace=trace, **self.context.usage(query.id),
         )
 
-    def _fill(self, query: Query, anchors: list[int], paths: list[Path]) -> tuple[list[Path], bool]:
-        """Up to `dotrag.fill` relationships within `max_hops` of the anchors that no path holds, the most like the
+    def _fill_size(self, hedged: bool) -> int:
+        """How many of the anchors' neighbourhood's relationships follow the walk's paths: `dotrag.fill` after an
+        unsure plan, `dotrag.open_fill` after any plan on an open-vocabulary graph, whichever is more."""
+        return max(self.settings.fill if hedged else 0, self.settings.open_fill if self.open_vocabulary else 0)
+
+    def _fill(self, query: Query, anchors: list[int], paths: list[Path], size: int) -> tuple[list[Path], bool]:
+        """Up to `size` relationships within `max_hops` of the anchors that no path holds, the most like the
         question (a dense search of the anchors' neighbourhood: where a walk stopped short or turned wrong, the
         evidence is still near), each as a one-hop path from its end nearer an anchor; and whether the neighbourhood
         was cut to its nearest `graph_index.NEIGHBOURHOOD_ROWS` relationships."""
@@ -387,7 +393,7 @@ class DotRAG:
             return [], False
         edges = tuple(np.concatenate(column) for column in zip(*found))
         best, cut = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
-                              [r for p in paths for r in p.rids], self.settings.fill)
+                              [r for p in paths for r in p.rids], size)
         return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best], cut
 
     def _passages(self, query: Query, plan: TrajectoryPlan, paths: list[Path], trace: dict) -> list[int]:
