@@ -243,10 +243,23 @@ def siblings_as_links(words: list[tuple[str, float]]) -> list[tuple[str, float]]
     return out
 
 
+# "What does [X] do?" asks what X does for a living, as "who" asks for a person: a present-tense question asking "what"
+# and ending on the verb "do" reads that verb as this noun, the answer's kind ("what did [X] do" asks for an act).
+ACTIVITY_QUESTION = re.compile(r"^\W*what\s+(?:do|does)\b.*\bdo\W*$", re.IGNORECASE | re.DOTALL)
+ACTIVITY_NOUN = "occupation"
+
+
+def asks_activity(question: str) -> bool:
+    """Whether the question asks what someone does (`ACTIVITY_QUESTION`)."""
+    return ACTIVITY_QUESTION.match(question) is not None
+
+
 def answer_kind_words(question: str) -> set[str]:
     """The word saying what kind of thing the answer is, lowercased: the noun the question's "which"/"what" asks about
-    ("which country", "what year") or its kind question word ("who", "when", "where"). Only the first wh-word asks:
-    a later one is relative ("the hospital where [X] was admitted")."""
+    ("which country", "what year"), its kind question word ("who", "when", "where") or `ACTIVITY_NOUN` ("what does
+    [X] do"). Only the first wh-word asks: a later one is relative ("the hospital where [X] was admitted")."""
+    if asks_activity(question):
+        return {ACTIVITY_NOUN}
     match = INTERROGATIVE.search(MENTION.sub(" ", question))
     if match is None:
         return set()
@@ -356,6 +369,8 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
     said: set[tuple[str, ...]] = set()  # the kin chains said so far: "nephews and nieces" name one chain
     # a possessive ending is no word of its own: in "[X]'s mother" the mother is the word next to the mention
     left_words, right_words = (hyphenated_words(part) for part in around_mention(question, anchor_name))
+    if right_words and right_words[-1] == "do" and asks_activity(question):
+        right_words[-1] = ACTIVITY_NOUN  # "what does [X] do": the verb asks for X's occupation
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
                           [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
         if word.startswith("co-") and len(word) > 3:

@@ -140,9 +140,22 @@ def test_bounded_spans():
     ("What do the dependencies of [glint-auth] depend on?", set()),
     ("how many films did [X] direct", set()),
     ("[X] directed", set()),
+    # "what does [X] do" asks for an occupation; "what did [X] do" for an act
+    ("What does Zara Adeyemi's mother do?", {"occupation"}),
+    ("What do the members of [The Velvet Hollows] do?", {"occupation"}),
+    ("What did [X] do in 1812?", set()),
 ])
 def test_answer_kind_words(question, words):
     assert lexicon.answer_kind_words(question) == words
+
+
+def test_the_verb_of_what_does_x_do_reads_as_the_occupation_it_asks_for():
+    assert lexicon.question_words("what does [Ada]'s father do?", "Ada") == [("father", 1), ("occupation", 2)]
+    assert lexicon.question_words("what do the members of [The Hollows] do", "The Hollows") == \
+        [("members", 2), ("occupation", 1)]
+    # only the question's last word, and only when it asks what someone does
+    assert lexicon.question_words("what did [Ada] do", "Ada") == []
+    assert lexicon.question_words("what does [Ada] do for a living", "Ada") == [("living", 4)]
 
 
 @pytest.mark.parametrize("question, words", [

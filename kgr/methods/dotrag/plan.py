@@ -31,7 +31,8 @@ from kgr.errors import KgrError
 # 16: two words for one relation name two steps along it when the chain goes on ("films directed by the [X] director")
 # 17: a step leaving a type that holds under 5 % of the relation's edges into its target is atypical (step_priors)
 # 18: a near tie is a gap strictly under tie_margin, whatever the rounding (offline.within_margin)
-PLAN_VERSION = 18
+# 19: "what does [X] do" asks for an occupation (lexicon.ACTIVITY_QUESTION)
+PLAN_VERSION = 19
 
 
 @dataclass(frozen=True)
