@@ -45,6 +45,15 @@ def test_the_walk_stops_where_the_policy_does(people):
     assert plan.reason.startswith(WALKED) and relations(plan) == ["occupation"]
 
 
+def test_a_walk_ending_where_nothing_goes_on_in_its_direction_ends_on_a_leaf(people):
+    # a job has no edges after `occupation`, though people (the relation's heads) go on along `father` and the rest:
+    # the walk reached the tails, so it ends there (before, either end going on made it a lost edge)
+    question = query("What does [Ada Berg]'s father do?")
+    plan = plan_question(people, question)
+    assert plan.reason.startswith(WALKED) and relations(plan) == ["father", "occupation"]
+    assert "baker" in CSRAG(people).retrieve(question).entities
+
+
 def test_first_relations_the_policy_cannot_tell_apart_are_the_first_constraints_variants(people):
     plan = plan_question(people, query("Who is a parent of [Ada Berg]?"))
     assert plan.reason.startswith(WALKED)

@@ -131,7 +131,7 @@ class ChainPlanner:
         frontier, walk = list(eids), []
         while True:
             relation = self.relation_of(query, option)
-            frontier, walked = self.follow(frontier, relation, option.type, walked)
+            frontier, walked, ends = self.follow(frontier, relation, option.type, walked)
             steps.append((relation, option.type, tied))
             walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
             if len(steps) >= policy.max_hops:
@@ -139,7 +139,7 @@ class ChainPlanner:
             options = self.options(frontier, walked)
             offered.update(r for o in options for r in o.relations)
             if not options:
-                if self.goes_on(relation, settings):
+                if self.goes_on(relation, ends, settings):
                     return steps, offered, f"the entities {relation!r} reaches have no further relationships, " \
                                            "though the graph goes on from it elsewhere"
                 break
@@ -174,9 +174,9 @@ class ChainPlanner:
         return found
 
     def follow(self, eids: list[int], relation: str, type_name: str, walked: np.ndarray
-               ) -> tuple[list[int], np.ndarray]:
-        """The entities of `type_name` the unwalked `relation` edges around `eids` reach (in edge order), and the walked
-        edges with those."""
+               ) -> tuple[list[int], np.ndarray, tuple[bool, bool]]:
+        """The entities of `type_name` the unwalked `relation` edges around `eids` reach (in edge order), the walked
+        edges with those, and whether they reached the edges' tails (walked forward) and their heads (backward)."""
         store = self.store
         rids, _, far = self.index.incident(eids)
         along = (store.relation_ids[rids] == self._rows[relation]) & ~np.isin(rids, walked)
@@ -185,15 +185,18 @@ class ChainPlanner:
         entries, counts = csr_entries(store.type_indptr, far)
         typed = np.zeros(len(far), dtype=bool)
         np.logical_or.at(typed, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == type_id)
-        return list(dict.fromkeys(far[typed].tolist())), np.concatenate([walked, rids[typed]])
+        rids, far = rids[typed], far[typed]
+        ends = (bool((far == store.dst[rids]).any()), bool((far == store.src[rids]).any()))
+        return list(dict.fromkeys(far.tolist())), np.concatenate([walked, rids]), ends
 
-    def goes_on(self, relation: str, settings: "CsragConfig") -> bool:
-        """Whether the graph goes on from `relation`'s ends along another label somewhere (`PlanIndex.follows`): a
-        frontier without relationships is then a damaged graph's, not a leaf (a mother without a birth date, not a
-        date)."""
+    def goes_on(self, relation: str, ends: tuple[bool, bool], settings: "CsragConfig") -> bool:
+        """Whether the graph goes on from `relation`'s ends the walk reached (`ends`: its tails, its heads) along
+        another label somewhere, in the walk's direction (`PlanIndex.follows`): a frontier without relationships is
+        then a damaged graph's, not a leaf (a mother without a birth date, not a date; a person's occupation, not the
+        person whose mother is recorded elsewhere)."""
         row = self._rows[relation]
-        return any(bool(matrix[row].any()) for matrix in self.index.follows(settings.follow_min_edges,
-                                                                           settings.follow_min_share))
+        follows = self.index.follows(settings.follow_min_edges, settings.follow_min_share)
+        return any(bool(matrix[row].any()) for matrix, reached in zip(follows, ends) if reached)
 
     def named_unseen(self, residual: str, seen: set[str]) -> str | None:
         """A relation label (in words) the question names word for word that no step of the walks was offered (`seen`:

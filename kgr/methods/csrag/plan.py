@@ -85,8 +85,9 @@ if TYPE_CHECKING:
 # the word nearest the mention names the first hop, a sharing cue walks the last label back; 7: a word naming the
 # answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
 # 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
-# reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of
-PLAN_VERSION = 12
+# reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of;
+# 13: "what does [X] do" asks for an occupation, and a walk ends on a leaf where nothing goes on in its direction
+PLAN_VERSION = 13
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
