@@ -12,7 +12,7 @@ import pytest
 from kgr.embed import TextVectors
 from kgr.methods.csrag.method import (CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, settled_group, softmax,
                                       sufficient)
-from kgr.methods.csrag.plan import Constraint, Plan, PlanError, offline_plan, validate_plan
+from kgr.methods.csrag.plan import Constraint, Plan, PlanError, chains_of, offline_plan, validate_plan
 from kgr.methods.csrag.planner import plan_question
 from kgr.methods.graph_index import plan_index
 from kgr.methods.passages import bounded_evidence
@@ -201,6 +201,13 @@ def test_plan_validation():
     assert again.to_dict() == {**plan.to_dict(), "source": "stored"}
     with pytest.raises(PlanError):
         Plan.from_dict({"question": "q", "constraints": []})
+    assert Plan.from_dict(Plan("q", [c("A", "?x")], hedged=True).to_dict()).hedged
+
+
+def test_constraints_sharing_a_variable_directly_or_through_others_are_one_chain():
+    chains = chains_of([c("A", "?x"), c("?x", "?y"), c("A", "?z"), c("B", "?y"), c("C", "?w"), c("?z", "?v")])
+    assert chains[0] == chains[1] == chains[3] and chains[2] == chains[5]
+    assert len({chains[0], chains[2], chains[4]}) == 3  # a mention is no link: A starts two chains
 
 
 # -- on the 2Wiki fixture project ------------------------------------------------------------------------------

@@ -80,6 +80,31 @@ def test_an_unsure_policy_leaves_the_question_to_the_labels(people):
     assert not {walked[0].tail} & set(labels_plan.variables)
 
 
+def test_a_hedged_plans_walk_reads_the_edges_the_labels_took_again(people):
+    # a triple that bound a variable is no candidate again within its chain (no walking back along the edge just
+    # taken); the walk after the labels' plan is a chain of its own and starts from the same edges
+    question = query("Who are the parents of [Ada Berg]?")
+    record = CSRAG(people).retrieve(question)
+    plan, states = record.trace["plan"], record.trace["constraints"]
+    labels = len(by_labels(people, question).constraints)
+    assert plan["hedged"] and len(states) > labels
+    parents = {("Ada Berg", "father", "Bo Berg"), ("Ada Berg", "mother", "Cy Berg")}
+    assert parents <= {tuple(k["triple"]) for k in states[0]["pool"] if k["triple"][2] in states[0]["bound"]}
+    assert parents <= {tuple(k["triple"]) for k in states[labels]["pool"]}
+
+
+def test_without_passages_a_hedged_plan_is_followed_by_the_neighbourhood(people):
+    # `csrag.graph_fill` after a plan the policy was unsure of, though every constraint resolved (recall first, as
+    # DotRAG fills after a hedged plan)
+    question = query("What does [Ada Berg] do?")
+    sure = Plan(question.plain, [Constraint("Ada Berg", "occupation", "?job", ["occupation"])], answer="?job")
+    unsure = Plan(sure.question, sure.constraints, answer="?job", hedged=True)
+    plain, filled = (CSRAG(people).retrieve(question, plan=plan) for plan in (sure, unsure))
+    assert [k["decision"] for k in filled.trace["constraints"]] == ["resolved"]
+    assert plain.trace["fill"] == 0 and filled.trace["fill"] > 0
+    assert filled.paths[:len(plain.paths)] == plain.paths
+
+
 def test_hedged_plans_rename_the_walks_variables_apart():
     labels = Plan("q", [Constraint("X", "father", "?person1", ["father"])], answer="?person1")
     walk = Plan("q", [Constraint("X", "mother", "?person1", ["mother"]),

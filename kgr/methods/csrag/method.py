@@ -33,7 +33,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, offered_alternatives
 from kgr.methods.base import TIMED_STAGES, Query, RunContext, Stopwatch
 from kgr.methods.csrag.chains import ChainPlanner
-from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, is_variable, variable_type
+from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, chains_of, is_variable, variable_type
 from kgr.methods.csrag.planner import chain_planner, plan_question
 from kgr.methods.graph_index import NEIGHBOURHOOD_ROWS, PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
@@ -409,12 +409,14 @@ class CSRAG:
         reached: set[int] = set(anchor_ids)
         aligned_out: set[int] = set()
 
-        used_rids: set[int] = set()
+        # per chain (`chains_of`): a hedged plan's walk reads the question again, along edges the labels' took too
+        chain_of = chains_of(plan.constraints)
+        used_rids: dict[int, set[int]] = {chain: set() for chain in chain_of}
 
         def on_decided(state: ConstraintState) -> None:
-            # Triples that bound a variable are not candidates again (no walking back along the edge just taken),
-            # also an unsettled pool's best binding it on a graph without passages
-            used_rids.update(c.rid for c in state.pool if c.far in state.bound)
+            # Triples that bound a variable are not candidates again in the chain (no walking back along the edge
+            # just taken), also an unsettled pool's best binding it on a graph without passages
+            used_rids[chain_of[state.index]].update(c.rid for c in state.pool if c.far in state.bound)
 
         retrieved: set[int] = set()
 
@@ -430,7 +432,8 @@ class CSRAG:
                 if orient(plan.constraints[j], bound) is not None:
                     vectors.expect(texts_of(j, bound))
             rids, near, far = self.index.incident(sources)
-            fresh = np.array([r not in used_rids for r in rids.tolist()], dtype=bool)
+            used = used_rids[chain_of[i]]
+            fresh = np.array([r not in used for r in rids.tolist()], dtype=bool)
             rids, near, far = rids[fresh], near[fresh], far[fresh]
             reached.update(far.tolist())
             if rids.size == 0:
@@ -472,7 +475,7 @@ class CSRAG:
             for rid, n, f in zip(rids.tolist(), near.tolist(), far.tolist()):
                 if len(members) >= settings.set_answers:
                     break
-                if store.relation_ids[rid] == relation and rid not in taken and rid not in used_rids:
+                if store.relation_ids[rid] == relation and rid not in taken and rid not in used_rids[chain_of[i]]:
                     taken.add(rid)
                     members.append(Candidate(rid, n, f, align, lowest))
             return members
@@ -539,9 +542,10 @@ class CSRAG:
         if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
-            # an answer set rests on the relation it settled on: the fill stays (recall first)
-            if settings.graph_fill and any(state.status != "resolved" or state.set_from is not None
-                                           for state in states):
+            # an answer set rests on the relation it settled on, a hedged plan on a reading the policy was unsure
+            # of: the fill stays (recall first, as DotRAG fills after a hedged plan)
+            if settings.graph_fill and (plan.hedged or any(state.status != "resolved" or state.set_from is not None
+                                                           for state in states)):
                 taken = {cand.rid for _, cand in ranked}
                 filled, cut_fill = self.neighbourhood(anchor_ids, vectors([plain])[0], taken)
                 ranked += filled

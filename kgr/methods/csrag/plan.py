@@ -86,8 +86,9 @@ if TYPE_CHECKING:
 # answer's kind leads the walk to that kind; 8: a possessed noun's hop varies only to labels as near the noun;
 # 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
 # reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of;
-# 13: "what does [X] do" asks for an occupation, and a walk ends on a leaf where nothing goes on in its direction
-PLAN_VERSION = 13
+# 13: "what does [X] do" asks for an occupation, and a walk ends on a leaf where nothing goes on in its direction;
+# 14: a plan says whether it is hedged (the policy unsure: labels, then walk), which the fill reads
+PLAN_VERSION = 14
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -97,6 +98,25 @@ class PlanError(ValueError):
 
 def is_variable(term: str) -> bool:
     return term.startswith("?")
+
+
+def chains_of(constraints: list["Constraint"]) -> list[int]:
+    """Per constraint, the number of its chain: constraints sharing a variable, directly or through others, are one
+    chain (a hedged plan's walk, its variables renamed apart, is a chain of its own beside the labels')."""
+    parent = list(range(len(constraints)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_with: dict[str, int] = {}
+    for i, constraint in enumerate(constraints):
+        for term in (constraint.head, constraint.tail):
+            if is_variable(term):
+                parent[root(i)] = root(first_with.setdefault(term, i))
+    return [root(i) for i in range(len(constraints))]
 
 
 def variable_type(term: str) -> str:
@@ -138,6 +158,8 @@ class Plan:
     reason: str = ""
     version: int = PLAN_VERSION
     warnings: list[str] = field(default_factory=list)  # guesses the plan rests on (a seed anchor, a fallback)
+    # the offline policy was unsure of its walk: the labels' constraints, then the walk's (`planner.hedged`)
+    hedged: bool = False
 
     @property
     def variables(self) -> list[str]:
@@ -151,7 +173,7 @@ class Plan:
         return {
             "version": self.version, "question": self.question, "source": self.source, "reason": self.reason,
             "answer": self.answer, "constraints": [c.to_dict() for c in self.constraints],
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "hedged": self.hedged,
         }
 
     @classmethod
@@ -165,6 +187,7 @@ class Plan:
             reason=str(data.get("reason", "")),
             version=int(data.get("version", PLAN_VERSION)),
             warnings=[str(w) for w in data.get("warnings") or []],
+            hedged=bool(data.get("hedged", False)),
         )
         return validate_plan(plan)
 

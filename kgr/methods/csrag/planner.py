@@ -60,7 +60,7 @@ def hedged(plan: Plan, walked: Plan) -> Plan:
     extra = [Constraint(renamed.get(c.head, c.head), c.relation, renamed.get(c.tail, c.tail), list(c.variants))
              for c in walked.constraints]
     return Plan(plan.question, plan.constraints + extra, answer=plan.answer, source=plan.source,
-                reason=f"{plan.reason} | and {walked.reason}", warnings=plan.warnings)
+                reason=f"{plan.reason} | and {walked.reason}", warnings=plan.warnings, hedged=True)
 
 
 # -- planning with the backbone --------------------------------------------------------------------------------
