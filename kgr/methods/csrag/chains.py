@@ -22,8 +22,9 @@ The walk plans a question alone only when the policy is sure of it; the planner 
   recall first, as DotRAG hedges over several trajectories there (`kgr.methods.csrag.planner.hedged`);
 - a mention matching no entity, or entities without relationships (nothing to walk; the label planner still plans
   the asked relation, for textual recovery);
-- the walk reaches entities without further relationships where the graph goes on from the relation elsewhere
-  (`PlanIndex.follows`: a mother without a birth date, not a date), or the question names word for word a relation
+- the walk reaches entities without further relationships where the graph goes on from the relation's ends it
+  reached, in its direction, elsewhere (`PlanIndex.follows`: a mother without a birth date, not a date, nor a job
+  reached along `occupation`, whose other end, people, goes on), or the question names word for word a relation
   no step of the walk was offered ("the spouse of [X]" for an X with a father only): the graph may have lost the asked
   edge, and the walk would settle for what is left.
 """
