@@ -850,6 +850,22 @@ def test_a_graph_without_passages_answers_a_chain_from_its_unsettled_pools(metaq
             assert any(reason in c["reason"] for c in record.trace["constraints"])
 
 
+def test_on_an_open_vocabulary_graph_every_plan_is_followed_by_the_neighbourhood(offline):
+    """`csrag.graph_fill` after every plan, passages or not, where the labels are phrasings (`kgr.schema.open_vocabulary`,
+    tested there; set here on the 2Wiki fixture): a constraint's relation is one phrasing of a fact stated in many."""
+    question = query("Who is Dui Finn's father?")
+
+    def ask(phrasings: bool):
+        method = CSRAG(offline)
+        method.open_vocabulary = phrasings
+        return method.retrieve(question)
+
+    plain, filled = ask(False), ask(True)
+    assert [k["decision"] for k in filled.trace["constraints"]] == ["resolved"]
+    assert plain.trace["fill"] == 0 and filled.trace["fill"] > 0
+    assert filled.paths[:len(plain.paths)] == plain.paths and filled.passages == plain.passages
+
+
 def test_without_passages_an_unresolved_plan_is_followed_by_the_neighbourhood_most_like_the_question(metaqa_project):
     """`csrag.graph_fill`: after an unresolved plan's candidates, the relationships within max_hops of the anchors
     most like the question (each once, none a candidate already) are packed too; they answer no constraint."""

@@ -10,7 +10,7 @@ binds its variable to the far endpoints of its round(N_eff) best candidates (int
 same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
 passages (textual recovery), or, on a graph without passages, to its own texts: the unsettled pool's best bind the
 variable (`graph_recovery`) and the anchors' neighbourhood most like the question follows (`graph_fill`; after a
-hedged plan too, one the offline policy was unsure of). Within a chain of constraints (`plan.chains_of`) a triple
+hedged plan too, one the offline policy was unsure of, and on an open-vocabulary graph after every plan). Within a chain of constraints (`plan.chains_of`) a triple
 that bound a variable is no candidate again; a hedged plan's walk, a chain of its own, reads the same edges anew.
 Resolved constraints contribute the passages linked to their kept triples' entities. A
 constraint that found no candidates at all (the graph lost the edge) binds its variable to the entities its passages
@@ -39,6 +39,7 @@ from kgr.methods.csrag.plan import PLAN_VERSION, Constraint, Plan, chains_of, is
 from kgr.methods.csrag.planner import chain_planner, plan_question
 from kgr.methods.graph_index import NEIGHBOURHOOD_ROWS, PlanIndex, most_like, plan_index
 from kgr.methods.passages import bounded_evidence, fuse_passages
+from kgr.schema import open_vocabulary
 from kgr.methods.records import RetrievalRecord, empty_result_warning
 from kgr.ranking import top_k
 
@@ -271,6 +272,7 @@ class CSRAG:
         self.store = context.store
         self.settings = context.config.csrag
         self.index: PlanIndex = plan_index(self.store)
+        self.open_vocabulary = open_vocabulary(self.store)
         if context.stage in TIMED_STAGES:
             self.index.warm(self.settings, walk=bool(self.store.passages))
             self.chains.warm()
@@ -544,13 +546,15 @@ class CSRAG:
         if not has_passages:  # the graph's own texts are the only recovery: an unsettled pool's best, after the others
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
-            # an answer set rests on the relation it settled on, a hedged plan on a reading the policy was unsure
-            # of: the fill stays (recall first, as DotRAG fills after a hedged plan)
-            if settings.graph_fill and (plan.hedged or any(state.status != "resolved" or state.set_from is not None
-                                                           for state in states)):
-                taken = {cand.rid for _, cand in ranked}
-                filled, cut_fill = self.neighbourhood(anchor_ids, vectors([plain])[0], taken)
-                ranked += filled
+        # the anchors' neighbourhood most like the question follows: without passages, after a plan that may have
+        # missed (an unresolved constraint; an answer set rests on the relation it settled on, a hedged plan on a
+        # reading the policy was unsure of: recall first, as DotRAG fills after a hedged plan); on an open-vocabulary
+        # graph after every plan (a constraint's relation is one phrasing of a fact the graph states in many)
+        if settings.graph_fill and (self.open_vocabulary or not has_passages and (
+                plan.hedged or any(state.status != "resolved" or state.set_from is not None for state in states))):
+            taken = {cand.rid for _, cand in ranked}
+            filled, cut_fill = self.neighbourhood(anchor_ids, vectors([plain])[0], taken)
+            ranked += filled
         # an answer set's other edges come last: many, alike, and the budget keeps the evidence above them first
         ranked += [(state.index, cand) for state in states if state.set_from is not None
                    for cand in state.pool[state.set_from:]]
