@@ -851,8 +851,9 @@ def test_a_graph_without_passages_answers_a_chain_from_its_unsettled_pools(metaq
 
 
 def test_on_an_open_vocabulary_graph_every_plan_is_followed_by_the_neighbourhood(offline):
-    """`csrag.graph_fill` after every plan, passages or not, where the labels are phrasings (`kgr.schema.open_vocabulary`,
-    tested there; set here on the 2Wiki fixture): a constraint's relation is one phrasing of a fact stated in many."""
+    """`csrag.graph_fill` after every plan, passages or not, where the labels are phrasings
+    (`kgr.schema.open_vocabulary`, tested there; set here on the 2Wiki fixture): a constraint's relation is one
+    phrasing of a fact stated in many."""
     question = query("Who is Dui Finn's father?")
 
     def ask(phrasings: bool):

@@ -10,11 +10,11 @@ binds its variable to the far endpoints of its round(N_eff) best candidates (int
 same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
 passages (textual recovery), or, on a graph without passages, to its own texts: the unsettled pool's best bind the
 variable (`graph_recovery`) and the anchors' neighbourhood most like the question follows (`graph_fill`; after a
-hedged plan too, one the offline policy was unsure of, and on an open-vocabulary graph after every plan). Within a chain of constraints (`plan.chains_of`) a triple
-that bound a variable is no candidate again; a hedged plan's walk, a chain of its own, reads the same edges anew.
-Resolved constraints contribute the passages linked to their kept triples' entities. A
-constraint that found no candidates at all (the graph lost the edge) binds its variable to the entities its passages
-name that fit (`CSRAG.fitting_bindings`), so the chain can go on in the graph.
+hedged plan too, one the offline policy was unsure of, and on an open-vocabulary graph after every plan). Within a
+chain of constraints (`plan.chains_of`) a triple that bound a variable is no candidate again; a hedged plan's walk,
+a chain of its own, reads the same edges anew. Resolved constraints contribute the passages linked to their kept
+triples' entities. A constraint that found no candidates at all (the graph lost the edge) binds its variable to the
+entities its passages name that fit (`CSRAG.fitting_bindings`), so the chain can go on in the graph.
 
 The pure steps (`n_eff`, `sufficient`, `bind`, `propagate`) take plain values so they can be tested without models.
 """
