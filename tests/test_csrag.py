@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kgr.embed import TextVectors
-from kgr.methods.csrag.method import (CSRAG, Candidate, ConstraintState, bind, n_eff, propagate, settled_group, softmax,
-                                      sufficient)
+from kgr.methods.csrag.method import (CSRAG, Candidate, ConstraintState, bind, keep_agreed, n_eff, propagate,
+                                      settled_group, softmax, sufficient)
 from kgr.methods.csrag.plan import Constraint, Plan, PlanError, chains_of, offline_plan, validate_plan
 from kgr.methods.csrag.planner import plan_question
 from kgr.methods.graph_index import plan_index
@@ -164,6 +164,33 @@ def test_intersection_of_two_bindings_then_propagation():
     # ?film is settled by both entity-anchored constraints before it is used as a source.
     assert [call[0] for call in calls] == [0, 2, 1]
     assert states[1].status == "resolved" and bindings["?y"] == [40]
+
+
+def test_a_variable_two_mentions_bind_takes_each_ones_whole_answer_set_then_their_intersection():
+    # A's pool is sufficient on its own (N_eff <= gamma would bind only its best), but ?x is constrained from B too:
+    # each proposes its whole answer set (`widen`), the intersection selects, and the pools keep what reaches it
+    plan = [c("A", "?x"), c("B", "?x")]
+    retrieve, _ = pools_from({(0, (1,)): [(10, 0.9), (11, 0.5)], (1, (2,)): [(11, 0.7), (12, 0.7), (13, 0.7)]})
+    wholes = {0: [(10, 0.9), (11, 0.5), (14, 0.5)], 1: [(11, 0.7), (12, 0.7), (13, 0.7)]}
+
+    def widen(i, sources, pool):
+        return [Candidate(rid=900 + j, near=sources[0], far=far, score=s) for j, (far, s) in enumerate(wholes[i])]
+
+    states, bindings = propagate(plan, {"A": [1], "B": [2]}, retrieve, temperature=0.1, gamma=2.0, widen=widen)
+    assert states[0].n_eff < 2 and states[0].reason.endswith("<= gamma 2, settled on one relation: 3 answers")
+    assert bindings == {"?x": [11]}
+    assert keep_agreed(states, bindings) == {"?x"}
+    assert [[cand.far for cand in s.pool] for s in states] == [[11], [11]]
+    assert [s.set_from for s in states] == [1, 1]  # of each reranked pool, what reaches the intersection
+
+
+def test_a_variable_one_mention_binds_keeps_its_sufficient_pools_best():
+    plan = [c("A", "?x"), c("?x", "?y")]
+    retrieve, _ = pools_from({(0, (1,)): [(10, 0.9), (11, 0.5)], (1, (10,)): [(20, 0.9)]})
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0,
+                                 widen=lambda i, sources, pool: pytest.fail("a sufficient pool is not widened"))
+    assert bindings == {"?x": [10], "?y": [20]}
+    assert keep_agreed(states, bindings) == set() and len(states[0].pool) == 2
 
 
 def test_empty_intersection_unbinds_and_unresolves():

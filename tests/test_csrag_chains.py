@@ -113,3 +113,29 @@ def test_hedged_plans_rename_the_walks_variables_apart():
     assert [(c.head, c.relation, c.tail) for c in plan.constraints] == [
         ("X", "father", "?person1"), ("X", "mother", "?person2"), ("?person2", "born in", "?town1")]
     assert plan.answer == "?person1"
+
+
+@pytest.fixture(scope="module")
+def squads(tmp_path_factory):
+    """Footballers with positions, clubs and countries (no schema): conjunctive questions name two of them."""
+    players = [("Ana Ruiz", "Forward", "Tigres", "Mexico"), ("Luis Paz", "Defender", "Tigres", "Mexico"),
+               ("Ivo Kral", "Forward", "Sparta", "Czechia"), ("Jan Novak", "Forward", "Sparta", "Czechia"),
+               ("Raul Mena", "Forward", "America", "Mexico"), ("Tom Sova", "Defender", "Sparta", "Czechia"),
+               ("Eva Lopez", "Forward", "Tigres", "Spain")]
+    triples = [triple for name, position, club, country in players for triple in (
+        (name, "plays_position", position), (name, "plays_in_club", club), (name, "plays_for_country", country))]
+    yield from graph_context(tmp_path_factory.mktemp("squads"), triples)
+
+
+def test_a_walk_reaching_another_mention_meets_it_and_both_bind_the_answer(squads):
+    question = query("Which player plays at [Forward] position at the club [Tigres]?")
+    plan = plan_question(squads, question)
+    assert plan.reason.startswith(WALKED) and "meets" in plan.reason
+    assert [(c.head, c.relation) for c in plan.constraints] == [("Forward", "plays position"),
+                                                                ("Tigres", "plays in club")]
+    assert plan.constraints[0].tail == plan.constraints[1].tail == plan.answer
+    record = CSRAG(squads).retrieve(question)
+    # each mention proposes its whole answer set; the intersection is the answer, and only its evidence is kept
+    assert record.trace["bindings"][plan.answer] == ["Ana Ruiz", "Eva Lopez"]
+    assert set(record.entities) == {"Ana Ruiz", "Eva Lopez"}
+    assert record.trace["fill"] == 0

@@ -11,6 +11,11 @@ first relations to the same type the policy cannot tell from it (`tied_first_que
 edges to a pool the reranker reads by the whole question, and they outrank the asked ones ("[X]'s son-in-law": a
 daughter's `mother` before her `spouse`).
 
+With several mentions, a walk that reaches another mention's entities after its first step meets that mention
+there (`meeting_points`): "a player who plays at [Forward] at the club [Tigres]" walks from Forward along
+`plays_position`, then `plays_in_club` to Tigres, so the plan is (Forward, plays position, ?player) and (Tigres, plays
+in club, ?player), the answer bound by both (`propagate` intersects them); the other mention is not walked alone.
+
 Walked over the graph, not the schema: a schema chain may take a step that only multi-typed entities have ("the
 movies starred by the actors in [X]": actors who also write have `written_by` into movies, a shorter chain than the
 way through their films), which the entities actually reached do not.
@@ -85,11 +90,9 @@ class ChainPlanner:
         question = query.text if query.mentions else mark_names(query.text, mentions)
         self.vectors.begin_question(self.policy.begin_question(question))
         self.policy.prepare(question, mentions)
-        constraints: list[Constraint] = []
-        names: dict[str, int] = {}
         seen: set[str] = set()  # the labels the walks took or were offered
         unsure = ""
-        walks = []
+        walked: dict[str, list[tuple[str, str, list[str], list[int]]]] = {}
         for mention in mentions:
             eids = anchors[mention]
             options = self.options(eids, np.empty(0, dtype=np.int64))
@@ -98,29 +101,46 @@ class ChainPlanner:
             anchor = AnchorOption(mention, list(dict.fromkeys(t for e in eids for t in self.store.types_of(e))), True)
             if not self.policy.confident(query.id, question, anchor, options):
                 unsure = unsure or f"the offline policy is unsure of the walk from {mention!r}"
-            head = mention
-            steps, offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
+            walked[mention], offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
             seen |= offered
             if stranded:
                 return None, stranded
-            for relation, type_name, variants in steps:
-                word = variable_slug(type_name)
-                names[word] = names.get(word, 0) + 1
-                variable = f"?{word}{names[word]}"
-                phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *variants])]
-                constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, settings.variants)]))
-                head = variable
-            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _ in steps))
         missed = self.named_unseen(residual, seen)
         if missed:
             return None, f"the question names {missed!r}, which the walk was never offered"
-        plan = Plan(query.plain, constraints, answer=constraints[-1].tail, source="offline",
+        constraints: list[Constraint] = []
+        names: dict[str, int] = {}
+        walks, answer = [], None
+        meetings = meeting_points(mentions, anchors, walked)
+        for mention in mentions:
+            if mention not in walked:
+                continue
+            steps = walked.pop(mention)
+            met = meetings.get(mention)
+            if met is not None:  # the other mention is not walked alone: its edge along the meeting step joins in
+                walked.pop(met[0], None)
+                steps = steps[:met[1] + 1]
+            head = mention
+            for number, (relation, type_name, variants, _) in enumerate(steps):
+                phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *variants])]
+                if met is not None and number == met[1]:  # (other mention, relation, the variable before): the answer
+                    constraints.append(Constraint(met[0], phrasings[0], head, phrasings[:1]))
+                    answer = answer or head
+                    break
+                word = variable_slug(type_name)
+                names[word] = names.get(word, 0) + 1
+                variable = f"?{word}{names[word]}"
+                constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, settings.variants)]))
+                head = variable
+            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps)
+                         + (f" meets {met[0]}" if met is not None else ""))
+        plan = Plan(query.plain, constraints, answer=answer or constraints[-1].tail, source="offline",
                     reason="walked by the offline policy: " + "; ".join(walks), warnings=list(warnings))
         return plan, unsure
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
-             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str]]], set[str], str]:
-        """(relation, type, variants) per step of the policy's walk from `eids`, the labels it was
+             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str], list[int]]], set[str], str]:
+        """(relation, type, variants, entities reached) per step of the policy's walk from `eids`, the labels it was
         offered on the way, and why the walk cannot tell where it ends ("": it can)."""
         policy = self.policy
         order, query = policy.rank_trajectories(qid, question, anchor, options)
@@ -133,7 +153,7 @@ class ChainPlanner:
         while True:
             relation = self.relation_of(query, option)
             frontier, walked, ends = self.follow(frontier, relation, option.type, walked)
-            steps.append((relation, option.type, tied))
+            steps.append((relation, option.type, tied, frontier))
             walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
             if len(steps) >= policy.max_hops:
                 break
@@ -207,3 +227,26 @@ class ChainPlanner:
         named = np.flatnonzero(self.index.labels_named_by(content_tokens(residual)))
         missed = [self.index.label_words[row] for row in named.tolist() if self.store.relation_labels[row] not in seen]
         return missed[0] if missed else None
+
+
+def meeting_points(mentions: list[str], anchors: dict[str, list[int]],
+                   walks: dict[str, list[tuple[str, str, list[str], list[int]]]]) -> dict[str, tuple[str, int]]:
+    """Per mention whose walk reaches another mention's entities after its first step, that mention and the step
+    ("a player who plays at [Forward] at the club [Tigres]": the walk from Forward reaches Tigres along
+    `plays_in_club`): the two mentions constrain the entity before that step together, the question's answer. Each
+    mention meets at most one other, the earlier mention's walk first."""
+    meetings: dict[str, tuple[str, int]] = {}
+    joined: set[str] = set()
+    for mention in mentions:
+        if mention in joined:
+            continue
+        for other in mentions:
+            if other == mention or other in joined:
+                continue
+            targets = set(anchors[other])
+            at = next((k for k, step in enumerate(walks[mention]) if k > 0 and targets & set(step[3])), None)
+            if at is not None:
+                meetings[mention] = (other, at)
+                joined |= {mention, other}
+                break
+    return meetings

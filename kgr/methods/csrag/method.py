@@ -7,7 +7,9 @@ constraint's variants (with one variant some candidate's label is word for word,
 `sole_variant_pool`), contextual reranking keeps the top `rerank_top`. The pool is *sufficient* when its effective
 size N_eff = 1/sum(p^2), p = softmax(scores / temperature), is at most `gamma`; a sufficient (resolved) constraint
 binds its variable to the far endpoints of its round(N_eff) best candidates (intersecting with earlier bindings of the
-same variable), which lets constraints starting at that variable run next. Constraints left unresolved fall back to
+same variable), which lets constraints starting at that variable run next. A variable several mentions constrain
+together ("a player at [Forward] in [Tigres]") takes each one's whole answer set and keeps their intersection, and
+their pools keep only the evidence reaching it (`keep_agreed`). Constraints left unresolved fall back to
 passages (textual recovery), or, on a graph without passages, to its own texts: the unsettled pool's best bind the
 variable (`graph_recovery`) and the anchors' neighbourhood most like the question follows (`graph_fill`; after a
 hedged plan too, one the offline policy was unsure of, and on an open-vocabulary graph after every plan). Within a
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -117,6 +120,27 @@ class ConstraintState:
     set_from: int | None = None
 
 
+def keep_agreed(states: Sequence[ConstraintState], bindings: Mapping[str, list[int]]) -> set[str]:
+    """Narrow the pools of the resolved constraints that bind one variable together to the candidates reaching their
+    intersection (`propagate`): the others are evidence for answers another constraint ruled out ("a player at
+    [Forward] in [Tigres]": the forwards of other clubs); return those variables."""
+    binders: dict[str, list[ConstraintState]] = {}
+    for state in states:
+        if state.status == "resolved" and state.target is not None and is_variable(state.target):
+            binders.setdefault(state.target, []).append(state)
+    agreed_on: set[str] = set()
+    for target, together in binders.items():
+        if len(together) < 2 or target not in bindings:
+            continue
+        agreed_on.add(target)
+        agreed = set(bindings[target])
+        for state in together:
+            if state.set_from is not None:
+                state.set_from = sum(1 for c in state.pool[:state.set_from] if c.far in agreed)
+            state.pool = [c for c in state.pool if c.far in agreed]
+    return agreed_on
+
+
 def bind(pool: Sequence[Candidate], value: float) -> list[int]:
     """Far endpoints of the round(N_eff) best candidates (at least one), distinct, best first: the binding of a
     resolved pool keeps as many candidates as the pool effectively has."""
@@ -164,6 +188,11 @@ def propagate(
     and binds every far endpoint, or None.
     """
     states = [ConstraintState(i) for i in range(len(constraints))]
+    # a variable several constraints bind from entity mentions is their intersection: each proposes its whole answer
+    # set, and the intersection selects ("a player at [Forward] in [Tigres]")
+    from_mentions = Counter(c.tail if is_variable(c.tail) else c.head for c in constraints
+                            if is_variable(c.head) != is_variable(c.tail))
+    joined = {variable for variable, count in from_mentions.items() if count > 1}
     bindings: dict[str, list[int]] = {}
     binders: dict[str, list[int]] = {}
     dead: set[str] = set()
@@ -206,7 +235,9 @@ def propagate(
             continue
         state.pool = retrieve(i, state.sources, bindings)
         state.n_eff, ok = sufficient([c.score for c in state.pool], temperature, gamma)
-        whole = widen(i, state.sources, state.pool) if not ok and widen is not None and state.pool else None
+        sufficient_pool = ok
+        whole = widen(i, state.sources, state.pool) if (not ok or target in joined) and widen is not None \
+            and state.pool else None
         if whole:
             state.set_from, state.pool, ok = len(state.pool), whole, True
         if not ok:
@@ -223,7 +254,8 @@ def propagate(
                 continue
         elif whole:
             state.status = "resolved"
-            state.reason = f"N_eff {state.n_eff:.2f} > gamma {gamma:g}, settled on one relation: {len(whole)} answers"
+            state.reason = f"N_eff {state.n_eff:.2f} {'<=' if sufficient_pool else '>'} gamma {gamma:g}, settled on " \
+                           f"one relation: {len(whole)} answers"
         else:
             state.status, state.reason = "resolved", f"N_eff {state.n_eff:.2f} <= gamma {gamma:g}"
         if not is_variable(target):
@@ -526,6 +558,7 @@ class CSRAG:
                                      recover=named_in_passages if has_passages and settings.bind_from_passages
                                      else None, unsettled_binds=0 if has_passages else settings.graph_recovery,
                                      widen=answer_set if settings.set_answers else None)
+        agreed = keep_agreed(states, bindings)
         watch.lap("constraints")
 
         # Passages ranked by the question's dense score fused with graph evidence (`passage_evidence`): with no
@@ -547,11 +580,13 @@ class CSRAG:
             ranked += [(state.index, cand) for state in states if state.status != "resolved"
                        for cand in state.pool[:settings.graph_recovery]]
         # the anchors' neighbourhood most like the question follows: without passages, after a plan that may have
-        # missed (an unresolved constraint; an answer set rests on the relation it settled on, a hedged plan on a
-        # reading the policy was unsure of: recall first, as DotRAG fills after a hedged plan); on an open-vocabulary
-        # graph after every plan (a constraint's relation is one phrasing of a fact the graph states in many)
-        if settings.graph_fill and (self.open_vocabulary or not has_passages and (
-                plan.hedged or any(state.status != "resolved" or state.set_from is not None for state in states))):
+        # missed (an unresolved constraint; an answer set rests on the relation it settled on, unless two mentions
+        # agreed on it; a hedged plan on a reading the policy was unsure of: recall first, as DotRAG fills after a
+        # hedged plan); on an open-vocabulary graph after every plan (a constraint's relation is one phrasing of a
+        # fact the graph states in many)
+        unsettled = any(state.status != "resolved" or state.set_from is not None and state.target not in agreed
+                        for state in states)
+        if settings.graph_fill and (self.open_vocabulary or not has_passages and (plan.hedged or unsettled)):
             taken = {cand.rid for _, cand in ranked}
             filled, cut_fill = self.neighbourhood(anchor_ids, vectors([plain])[0], taken)
             ranked += filled

@@ -87,8 +87,9 @@ if TYPE_CHECKING:
 # 9: a relative wh-word is not the word nearest the mention; 10: kin terms as the links they name, a kin word
 # reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of;
 # 13: "what does [X] do" asks for an occupation, and a walk ends on a leaf where nothing goes on in its direction;
-# 14: a plan says whether it is hedged (the policy unsure: labels, then walk), which the fill reads
-PLAN_VERSION = 14
+# 14: a plan says whether it is hedged (the policy unsure: labels, then walk), which the fill reads; 15: a walk that
+# reaches another mention meets it there, both constraining the answer (`chains.meeting_points`)
+PLAN_VERSION = 15
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
