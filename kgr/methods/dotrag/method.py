@@ -23,6 +23,7 @@ from kgr.methods.offline.policy import OfflinePolicy, label_words, step_query
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k, top_k_per_group
+from kgr.reach import csr_entries
 from kgr.schema import open_vocabulary, step_counts
 from kgr.store import GraphStore
 
@@ -346,7 +347,8 @@ class DotRAG:
         passages = self._passages(query, plan, paths, trace) if self.store.passages and self.settings.passages else []
         watch.lap("passages")
         if fill := self._fill_size(plan.hedged):  # the evidence may lie off the walks
-            filled, trace["fill_cut"] = self._fill(query, [p.anchor for p in plan.pairs], paths, fill)
+            filled, trace["fill_cut"], trace["fill_kind"] = self._fill(query, [p.anchor for p in plan.pairs], paths,
+                                                                       fill, plan.question)
             trace["fill"], trace["fill_why"] = len(filled), "unsure plan" if plan.hedged else "open vocabulary"
             paths = paths + filled
             watch.lap("fill")
@@ -383,18 +385,42 @@ class DotRAG:
         unsure plan, `dotrag.open_fill` after any plan on an open-vocabulary graph, whichever is more."""
         return max(self.settings.fill if hedged else 0, self.settings.open_fill if self.open_vocabulary else 0)
 
-    def _fill(self, query: Query, anchors: list[int], paths: list[Path], size: int) -> tuple[list[Path], bool]:
+    def _fill(self, query: Query, anchors: list[int], paths: list[Path], size: int, question: str
+              ) -> tuple[list[Path], bool, str | None]:
         """Up to `size` relationships within `max_hops` of the anchors that no path holds, the most like the
         question (a dense search of the anchors' neighbourhood: where a walk stopped short or turned wrong, the
-        evidence is still near), each as a one-hop path from its end nearer an anchor; and whether the neighbourhood
-        was cut to its nearest `graph_index.NEIGHBOURHOOD_ROWS` relationships."""
+        evidence is still near), each as a one-hop path from its end nearer an anchor; whether the neighbourhood
+        was cut to its nearest `graph_index.NEIGHBOURHOOD_ROWS` relationships; and the type the answer-kind words of
+        `question` (the plan's reading) name, the one the fill's relationships reach (`dotrag.fill_named_kind`)."""
         found = [self.reach.edges_within(a, self.settings.max_hops) for a in dict.fromkeys(anchors)]
         if not found:
-            return [], False
+            return [], False, None
         edges = tuple(np.concatenate(column) for column in zip(*found))
+        kind = None
+        if self.settings.fill_named_kind:
+            edges, kind = self._to_named_kind(question, anchors[0], edges)
         best, cut = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
                               [r for p in paths for r in p.rids], size)
-        return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best], cut
+        return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best], cut, kind
+
+    def _to_named_kind(self, question: str, anchor: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray]
+                       ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str | None]:
+        """The `edges` (rids, near, far) whose far end is of the one type the question's answer-kind words name
+        ("what license": `licensed_under:object`), and that type; all of them and None when the words name no type,
+        several ("who": actors, directors and writers alike), or one no edge reaches."""
+        store = self.store
+        named = self.policy.named_kinds(question, AnchorOption(store.names[anchor], store.types_of(anchor), True),
+                                        store.type_names)
+        if named is None or sum(named) != 1:
+            return edges, None
+        kind = named.index(True)
+        rids, near, far = edges
+        entries, counts = csr_entries(store.type_indptr, far)  # every (edge, type of its far end)
+        reaches = np.zeros(len(far), dtype=bool)
+        np.logical_or.at(reaches, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == kind)
+        if not reaches.any():
+            return edges, None
+        return (rids[reaches], near[reaches], far[reaches]), store.type_names[kind]
 
     def _passages(self, query: Query, plan: TrajectoryPlan, paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks

@@ -86,6 +86,10 @@ class Policy:
         """Get ready to decide for the anchors named (those DotRAG will rank trajectories for), e.g. encode in one batch
         the words their decisions will read."""
 
+    def named_kinds(self, question: str, anchor: AnchorOption, type_names: list[str]) -> list[bool] | None:
+        """Per type, whether the question's words naming the answer's kind name it (None: the policy cannot tell)."""
+        return None
+
     def reads_similarity(self, anchors: list[AnchorOption]) -> bool:
         """Whether rank_anchors would read these anchors' similarity to the question (it costs an encoder pass)."""
         return False

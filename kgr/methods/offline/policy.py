@@ -237,6 +237,22 @@ class OfflinePolicy(Policy):
             return False
         return self.explains_nearest(question, anchor, options)
 
+    def named_kinds(self, question: str, anchor: AnchorOption, type_names: list[str]) -> list[bool] | None:
+        """Per type, whether the answer-kind words name its words ("what license": `licensed_under:object`): within
+        `answer_type_margin` of the best, every other trailing by `answer_type_clarity` (`named_types`, read against
+        the types' words, not their members' centroids as the `answer_type` term reads; None: no word names one)."""
+        reading = self._scorer(question, anchor).reading
+        texts = [type_words(t) for t in type_names]
+        if not reading.answer_words or reading.vectors is None or not any(texts):
+            return None
+        live = [i for i, t in enumerate(texts) if t]
+        named = named_types(reading.vectors[reading.answer_words], self._vector([texts[i] for i in live]),
+                            self.settings.answer_type_margin, self.settings.answer_type_clarity).any(axis=0)
+        flags = [False] * len(type_names)
+        for i, hit in zip(live, named.tolist()):
+            flags[i] = hit
+        return flags if any(flags) else None
+
     def explains_nearest(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether the best chain explains a question word nearest the mention (not one naming the answer's kind) at
         least `nearest_explained`: that word names the walk's first step (as `nearest_cost` assumes), so when no step
