@@ -688,17 +688,3 @@ def test_a_first_hop_under_the_floor_is_a_warning_in_the_record(dotrag):
     assert any("under dotrag.min_similarity" in w for w in record.warnings)
     assert not any("under dotrag.min_similarity" in w for w in ask(dotrag(), "who directed [Dark Harbor]").warnings)
 
-
-def test_the_fill_keeps_to_the_type_the_answer_kind_words_name(dotrag, store):
-    """`dotrag.fill_named_kind`: "what genre is [X]" fills only from relationships reaching a genre; a question whose
-    words name no kind, or several ("who": actors, directors and writers alike), keeps the whole neighbourhood."""
-    _, graph = store
-    method = dotrag()
-    anchor = graph.names.index("Dark Harbor")
-    edges = method.reach.edges_within(anchor, 2)
-    (rids, near, far), kind = method._to_named_kind("what genre is [Dark Harbor]", anchor, edges)
-    assert kind == "genre"
-    assert 0 < len(rids) < len(edges[0]) and all(graph.types_of(int(e)) == ["genre"] for e in far)
-    for question in ("tell me about [Dark Harbor]", "who worked on [Dark Harbor]"):
-        kept, none = method._to_named_kind(question, anchor, edges)
-        assert none is None and all(np.array_equal(a, b) for a, b in zip(kept, edges))

@@ -129,3 +129,32 @@ def test_most_like_scores_the_first_limit_relationships_outside_those_taken_and_
     assert [rid for rid, *_ in best] == [0, 2] and cut  # 0, 2, 3, 4 scored; 5, 6, 7 not
     best, cut = most_like(vectors, question, edges, taken=[1], k=1, limit=100)
     assert best[0][0] == 6 and not cut
+
+
+@pytest.fixture(scope="module")
+def movies(tmp_path_factory):
+    """(store, offline policy) of the tiny movie graph (with its schema: actor, director, genre, movie, ...)."""
+    from test_dotrag import tiny_movies_store
+
+    from kgr.config import OfflineConfig
+    from kgr.methods.offline.policy import OfflinePolicy
+
+    for _, graph in tiny_movies_store(tmp_path_factory):
+        yield graph, OfflinePolicy.for_graph(graph, OfflineConfig(), 3, TextVectors(graph.encoder))
+
+
+def test_a_fill_keeps_to_the_type_the_answer_kind_words_name(movies):
+    """`to_named_kind` (`dotrag.fill_named_kind`): "what genre is [X]" keeps the edges
+    reaching a genre; a question whose words name no kind, or several ("who": actors, directors and writers alike),
+    keeps them all."""
+    from kgr.methods.graph_index import plan_index, to_named_kind
+
+    graph, policy = movies
+    anchor = graph.names.index("Dark Harbor")
+    edges, _ = plan_index(graph).edges_within([anchor], 2, 10_000)
+    (rids, near, far), kind = to_named_kind(policy, graph, "what genre is [Dark Harbor]", anchor, edges)
+    assert kind == "genre"
+    assert 0 < len(rids) < len(edges[0]) and all(graph.types_of(int(e)) == ["genre"] for e in far)
+    for question in ("tell me about [Dark Harbor]", "who worked on [Dark Harbor]"):
+        kept, none = to_named_kind(policy, graph, question, anchor, edges)
+        assert none is None and all(np.array_equal(a, b) for a, b in zip(kept, edges))

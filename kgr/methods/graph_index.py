@@ -18,7 +18,9 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.graph import normalize_name, relation_words
 from kgr.lexicon import CHUNK, NON_WORD, PARENTHESIS, WORD, bounded, content_tokens
+from kgr.methods.offline.decisions import AnchorOption, Policy
 from kgr.ranking import top_k
+from kgr.reach import csr_entries
 from kgr.store import GraphStore, MentionMatch
 
 if TYPE_CHECKING:
@@ -330,6 +332,25 @@ def plan_index(store: GraphStore) -> PlanIndex:
 # a question gathering their vectors), while the evidence a fill is for lies near the anchors. No dev suite graph
 # comes near it.
 NEIGHBOURHOOD_ROWS = 200_000
+
+
+def to_named_kind(policy: Policy, store: GraphStore, question: str, anchor: int,
+                  edges: tuple[np.ndarray, np.ndarray, np.ndarray]
+                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str | None]:
+    """The `edges` (rids, near, far) whose far end is of the one type the question's answer-kind words name
+    (`Policy.named_kind`, read from `anchor`'s mention), and that type; all of them and None when the words name no
+    one type, or no edge reaches it."""
+    kind = policy.named_kind(question, AnchorOption(store.names[anchor], store.types_of(anchor), True),
+                             store.type_names)
+    if kind is None:
+        return edges, None
+    rids, near, far = edges
+    entries, counts = csr_entries(store.type_indptr, far)  # every (edge, type of its far end)
+    reaches = np.zeros(len(far), dtype=bool)
+    np.logical_or.at(reaches, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == kind)
+    if not reaches.any():
+        return edges, None
+    return (rids[reaches], near[reaches], far[reaches]), store.type_names[kind]
 
 
 def most_like(relationship_vectors: np.ndarray, question: np.ndarray, edges: tuple[np.ndarray, np.ndarray, np.ndarray],

@@ -17,13 +17,12 @@ from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
 from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import LLMPolicy, RandomPolicy
-from kgr.methods.graph_index import most_like, plan_index
+from kgr.methods.graph_index import most_like, plan_index, to_named_kind
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Policy, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, label_words, step_query
 from kgr.methods.passages import bounded_evidence, fuse_passages
 from kgr.methods.records import RetrievalRecord
 from kgr.ranking import top_k, top_k_per_group
-from kgr.reach import csr_entries
 from kgr.schema import open_vocabulary, step_counts
 from kgr.store import GraphStore
 
@@ -398,29 +397,10 @@ class DotRAG:
         edges = tuple(np.concatenate(column) for column in zip(*found))
         kind = None
         if self.settings.fill_named_kind:
-            edges, kind = self._to_named_kind(question, anchors[0], edges)
+            edges, kind = to_named_kind(self.policy, self.store, question, anchors[0], edges)
         best, cut = most_like(self.store.relationship_vectors, self._embed(query.plain), edges,
                               [r for p in paths for r in p.rids], size)
         return [Path((rid,), (near, far), (round(sim, 4),)) for rid, near, far, sim in best], cut, kind
-
-    def _to_named_kind(self, question: str, anchor: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray]
-                       ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str | None]:
-        """The `edges` (rids, near, far) whose far end is of the one type the question's answer-kind words name
-        ("what license": `licensed_under:object`), and that type; all of them and None when the words name no type,
-        several ("who": actors, directors and writers alike), or one no edge reaches."""
-        store = self.store
-        named = self.policy.named_kinds(question, AnchorOption(store.names[anchor], store.types_of(anchor), True),
-                                        store.type_names)
-        if named is None or sum(named) != 1:
-            return edges, None
-        kind = named.index(True)
-        rids, near, far = edges
-        entries, counts = csr_entries(store.type_indptr, far)  # every (edge, type of its far end)
-        reaches = np.zeros(len(far), dtype=bool)
-        np.logical_or.at(reaches, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == kind)
-        if not reaches.any():
-            return edges, None
-        return (rids[reaches], near[reaches], far[reaches]), store.type_names[kind]
 
     def _passages(self, query: Query, plan: TrajectoryPlan, paths: list[Path], trace: dict) -> list[int]:
         """The top `dotrag.passages` passages by the question's dense score plus graph evidence, as CS-RAG ranks

@@ -86,8 +86,9 @@ class Policy:
         """Get ready to decide for the anchors named (those DotRAG will rank trajectories for), e.g. encode in one batch
         the words their decisions will read."""
 
-    def named_kinds(self, question: str, anchor: AnchorOption, type_names: list[str]) -> list[bool] | None:
-        """Per type, whether the question's words naming the answer's kind name it (None: the policy cannot tell)."""
+    def named_kind(self, question: str, anchor: AnchorOption, type_names: list[str]) -> int | None:
+        """The one type of `type_names` the question's words naming the answer's kind name (None: none, or no reading
+        of them)."""
         return None
 
     def reads_similarity(self, anchors: list[AnchorOption]) -> bool:

@@ -237,10 +237,11 @@ class OfflinePolicy(Policy):
             return False
         return self.explains_nearest(question, anchor, options)
 
-    def named_kinds(self, question: str, anchor: AnchorOption, type_names: list[str]) -> list[bool] | None:
-        """Per type, whether the answer-kind words name its words ("what license": `licensed_under:object`): within
-        `answer_type_margin` of the best, every other trailing by `answer_type_clarity` (`named_types`, read against
-        the types' words, not their members' centroids as the `answer_type` term reads; None: no word names one)."""
+    def named_kind(self, question: str, anchor: AnchorOption, type_names: list[str]) -> int | None:
+        """The one type of `type_names` the answer-kind words name ("what license": `licensed_under:object`): within
+        `answer_type_margin` of their best, every other trailing by `answer_type_clarity` (`named_types`, read against
+        the types' words, not their members' centroids as the `answer_type` term reads); None when they name none, or
+        several ("who": actors, directors and writers alike)."""
         reading = self._scorer(question, anchor).reading
         texts = [type_words(t) for t in type_names]
         if not reading.answer_words or reading.vectors is None or not any(texts):
@@ -248,10 +249,8 @@ class OfflinePolicy(Policy):
         live = [i for i, t in enumerate(texts) if t]
         named = named_types(reading.vectors[reading.answer_words], self._vector([texts[i] for i in live]),
                             self.settings.answer_type_margin, self.settings.answer_type_clarity).any(axis=0)
-        flags = [False] * len(type_names)
-        for i, hit in zip(live, named.tolist()):
-            flags[i] = hit
-        return flags if any(flags) else None
+        hits = np.flatnonzero(named)
+        return live[int(hits[0])] if len(hits) == 1 else None
 
     def explains_nearest(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether the best chain explains a question word nearest the mention (not one naming the answer's kind) at
