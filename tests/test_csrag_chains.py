@@ -80,6 +80,20 @@ def test_an_unsure_policy_leaves_the_question_to_the_labels(people):
     assert not {walked[0].tail} & set(labels_plan.variables)
 
 
+def test_an_unsure_policys_next_walks_follow_its_best(people):
+    # `csrag.hedge_walks`: where the policy is unsure, the walks of its next-ranked first steps follow (recall first,
+    # as DotRAG hedges over several trajectories); each a chain of its own from the mention
+    from test_csrag import with_csrag
+
+    question = query("Who are the parents of [Ada Berg]?")
+    one, four = (plan_question(with_csrag(people, hedge_walks=n), question) for n in (1, 4))
+    assert "its next walk" not in one.reason and one.constraints == four.constraints[:len(one.constraints)]
+    assert "Ada Berg (its next walk 1): " in four.reason
+    extra = four.constraints[len(one.constraints):]
+    assert extra and extra[0].head == "Ada Berg" and not {c.tail for c in extra} & set(one.variables)
+    assert four.answer == one.answer
+
+
 def test_a_hedged_plans_walk_reads_the_edges_the_labels_took_again(people):
     # a triple that bound a variable is no candidate again within its chain (no walking back along the edge just
     # taken); the walk after the labels' plan is a chain of its own and starts from the same edges

@@ -24,7 +24,8 @@ The walk plans a question alone only when the policy is sure of it; the planner 
 (`kgr.methods.csrag.plan`) plans the others (`ChainPlanner.plan` says why, and the plan's reason shows it):
 - the policy is unsure (`OfflinePolicy.confident`: no question word names a step the walk could reach, or its best
   chain does not explain the word nearest the mention): the labels' constraints come first and the walk's follow,
-  recall first, as DotRAG hedges over several trajectories there (`kgr.methods.csrag.planner.hedged`);
+  then the walks of the policy's next `csrag.hedge_walks` - 1 first steps, recall first, as DotRAG hedges over
+  several trajectories there (`kgr.methods.csrag.planner.hedged`);
 - a mention matching no entity, or entities without relationships (nothing to walk; the label planner still plans
   the asked relation, for textual recovery);
 - the walk reaches entities without further relationships where the graph goes on from the relation's ends it
@@ -52,6 +53,8 @@ from kgr.reach import csr_entries
 if TYPE_CHECKING:
     from kgr.config import CsragConfig
     from kgr.methods.base import Query
+
+WalkStep = tuple[str, str, list[str], list[int]]  # a walk's step: relation, type, variants, the entities it reached
 
 
 class ChainPlanner:
@@ -92,7 +95,8 @@ class ChainPlanner:
         self.policy.prepare(question, mentions)
         seen: set[str] = set()  # the labels the walks took or were offered
         unsure = ""
-        walked: dict[str, list[tuple[str, str, list[str], list[int]]]] = {}
+        walked: dict[str, list[WalkStep]] = {}
+        starts = {}
         for mention in mentions:
             eids = anchors[mention]
             options = self.options(eids, np.empty(0, dtype=np.int64))
@@ -101,6 +105,7 @@ class ChainPlanner:
             anchor = AnchorOption(mention, list(dict.fromkeys(t for e in eids for t in self.store.types_of(e))), True)
             if not self.policy.confident(query.id, question, anchor, options):
                 unsure = unsure or f"the offline policy is unsure of the walk from {mention!r}"
+            starts[mention] = (anchor, options, eids)
             walked[mention], offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
             seen |= offered
             if stranded:
@@ -117,35 +122,57 @@ class ChainPlanner:
                 continue
             steps = walked.pop(mention)
             met = meetings.get(mention)
-            if met is not None:  # the other mention is not walked alone: its edge along the meeting step joins in
-                walked.pop(met[0], None)
-                steps = steps[:met[1] + 1]
-            head = mention
-            for number, (relation, type_name, variants, _) in enumerate(steps):
-                phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *variants])]
-                if met is not None and number == met[1]:  # (other mention, relation, the variable before): the answer
-                    constraints.append(Constraint(met[0], phrasings[0], head, phrasings[:1]))
-                    answer = answer or head
-                    break
-                word = variable_slug(type_name)
-                names[word] = names.get(word, 0) + 1
-                variable = f"?{word}{names[word]}"
-                constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, settings.variants)]))
-                head = variable
-            walks.append(f"{mention}: " + " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps)
-                         + (f" meets {met[0]}" if met is not None else ""))
-        plan = Plan(query.plain, constraints, answer=answer or constraints[-1].tail, source="offline",
+            if met is None:
+                self.chain(constraints, names, mention, steps, settings.variants)
+                walks.append(f"{mention}: {describe(steps)}")
+                continue
+            other, at = met  # the other mention is not walked alone: it constrains the variable before the step
+            walked.pop(other, None)
+            head = self.chain(constraints, names, mention, steps[:at], settings.variants)
+            label = index.label_words[self._rows[steps[at][0]]]
+            constraints.append(Constraint(other, label, head, [label]))
+            answer = answer or head  # bound by both mentions: the question's answer
+            walks.append(f"{mention}: {describe(steps[:at + 1])} meets {other}")
+        answer = answer or constraints[-1].tail
+        if unsure:  # recall first, as DotRAG hedges: the walks of the next first steps the policy ranked
+            for mention, start in starts.items():
+                for rank in range(1, settings.hedge_walks):
+                    steps = self.walk(query.id, question, *start, settings, rank)[0]
+                    if steps:
+                        self.chain(constraints, names, mention, steps)
+                        walks.append(f"{mention} (its next walk {rank}): " + describe(steps))
+        plan = Plan(query.plain, constraints, answer=answer, source="offline",
                     reason="walked by the offline policy: " + "; ".join(walks), warnings=list(warnings))
         return plan, unsure
 
+    def chain(self, constraints: list[Constraint], names: dict[str, int], mention: str,
+              steps: list[WalkStep], variants: int = 1) -> str:
+        """Append one constraint per step of a walk from `mention`, each from the last one's variable (named by its
+        type, numbered apart by `names`), with up to `variants` phrasings; return the last variable."""
+        index, head = self.index, mention
+        for relation, type_name, tied, _ in steps:
+            word = variable_slug(type_name)
+            names[word] = names.get(word, 0) + 1
+            variable = f"?{word}{names[word]}"
+            phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *tied])]
+            constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, variants)]))
+            head = variable
+        return head
+
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
-             settings: "CsragConfig") -> tuple[list[tuple[str, str, list[str], list[int]]], set[str], str]:
-        """(relation, type, variants, entities reached) per step of the policy's walk from `eids`, the labels it was
-        offered on the way, and why the walk cannot tell where it ends ("": it can)."""
+             settings: "CsragConfig", rank: int = 0) -> tuple[list[WalkStep], set[str], str]:
+        """(relation, type, variants, entities reached) per step of the policy's walk from `eids` (from its first step
+        ranked `rank`, counted from 0; none past the last), the labels it was offered on the way, and why the walk
+        cannot tell where it ends ("": it can)."""
         policy = self.policy
         order, query = policy.rank_trajectories(qid, question, anchor, options)
-        option = options[order[0]]
-        tied = [self.relation_of(q, option) for q in policy.tied_first_queries(qid, question, anchor, options)]
+        if rank >= len(order):
+            return [], set(), ""
+        option = options[order[rank]]
+        if rank:
+            query = step_query(option.relations[0], option.type)
+        tied = [] if rank else [self.relation_of(q, option)
+                                for q in policy.tied_first_queries(qid, question, anchor, options)]
         walked = np.empty(0, dtype=np.int64)
         offered = {r for o in options for r in o.relations}
         steps = []
@@ -230,7 +257,7 @@ class ChainPlanner:
 
 
 def meeting_points(mentions: list[str], anchors: dict[str, list[int]],
-                   walks: dict[str, list[tuple[str, str, list[str], list[int]]]]) -> dict[str, tuple[str, int]]:
+                   walks: dict[str, list[WalkStep]]) -> dict[str, tuple[str, int]]:
     """Per mention whose walk reaches another mention's entities after its first step, that mention and the step
     ("a player who plays at [Forward] at the club [Tigres]": the walk from Forward reaches Tigres along
     `plays_in_club`): the two mentions constrain the entity before that step together, the question's answer. Each
@@ -250,3 +277,8 @@ def meeting_points(mentions: list[str], anchors: dict[str, list[int]],
                 joined |= {mention, other}
                 break
     return meetings
+
+
+def describe(steps: list[WalkStep]) -> str:
+    """A walk in a plan's reason: each step's relation and type."""
+    return " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps)

@@ -88,8 +88,9 @@ if TYPE_CHECKING:
 # reads as its generic kin noun too; 11: "else" a sharing cue; 12: the offline policy's walk plans what it is sure of;
 # 13: "what does [X] do" asks for an occupation, and a walk ends on a leaf where nothing goes on in its direction;
 # 14: a plan says whether it is hedged (the policy unsure: labels, then walk), which the fill reads; 15: a walk that
-# reaches another mention meets it there, both constraining the answer (`chains.meeting_points`)
-PLAN_VERSION = 15
+# reaches another mention meets it there, both constraining the answer (`chains.meeting_points`); 16: an unsure walk
+# is followed by the walks of the policy's next first steps (`csrag.hedge_walks`)
+PLAN_VERSION = 16
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
