@@ -326,7 +326,9 @@ class CsragConfig:
     # labels' constraints (recall first, as DotRAG hedges over `dotrag.hedge_trajectories`); 1 = the best walk only.
     # Dev suite (30 sets) CS-RAG mean recall 0.9077 -> 0.9327 / 0.9333 / 0.9340 at 2 / 4 / 8, no set lower (WC2014
     # 2-hop sets 0.835 -> 0.970: "which professional football team do players from [X] play for" walked to positions),
-    # F1 0.563 -> 0.577 / 0.574 / 0.573
+    # F1 0.563 -> 0.577 / 0.574 / 0.573. Where the policy is sure, the walks of first steps near-tied with the best
+    # follow it (`offline.tie_margin`): 0.9333 -> 0.9390, F1 0.574 -> 0.558, no set lower (metaqa-noschema-3hop
+    # 0.582 -> 0.709: "the films that share actors with [X]" tied with its mirror reading)
     hedge_walks: int = ranged(4, 1, plan=True)
     # hop h >= 2 is planned only while its best label scores within hop_margin / (h - 1) of hop 1's: a further relation
     # that matches the question about as well as the first, with a tighter tolerance the longer the chain

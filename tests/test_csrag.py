@@ -275,8 +275,10 @@ def query(text: str, qid: str = "q"):
 def test_offline_planner_on_fixture_questions(offline):
     plan = plan_question(offline, query("When did Lothair Ii's mother die?"))
     assert plan.source == "offline"
-    assert [(k.head, k.relation) for k in plan.constraints] == [("Lothair Ii", "mother"), (plan.constraints[0].tail,
-                                                                                          "date of death")]
+    # (the walks near-tied with the best follow it: `mother` to the mothers typed otherwise too)
+    assert [(k.head, k.relation) for k in plan.constraints][:2] == [("Lothair Ii", "mother"),
+                                                                    (plan.constraints[0].tail, "date of death")]
+    assert all(k.head == "Lothair Ii" or k.head.startswith("?") for k in plan.constraints[2:])
     assert plan.answer == plan.constraints[1].tail and plan.constraints[0].tail.startswith("?")
     assert all(1 <= len(k.variants) <= 3 for k in plan.constraints)
 
@@ -891,7 +893,7 @@ def test_on_an_open_vocabulary_graph_every_plan_is_followed_by_the_neighbourhood
         return method.retrieve(question)
 
     plain, filled = ask(False), ask(True)
-    assert [k["decision"] for k in filled.trace["constraints"]] == ["resolved"]
+    assert {k["decision"] for k in filled.trace["constraints"]} == {"resolved"}
     assert plain.trace["fill"] == 0 and filled.trace["fill"] > 0
     assert filled.paths[:len(plain.paths)] == plain.paths and filled.passages == plain.passages
 

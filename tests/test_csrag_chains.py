@@ -94,6 +94,20 @@ def test_an_unsure_policys_next_walks_follow_its_best(people):
     assert four.answer == one.answer
 
 
+def test_a_sure_policys_walks_near_tied_with_its_best_follow_it(people):
+    # where the policy is sure, the first steps whose chains tie with the best one's (`offline.tie_margin`) are walked
+    # too, as DotRAG follows near-tied trajectories: "[Bo Berg]'s child" may be read along `father` or `born_in`
+    import copy
+    import dataclasses
+
+    question = query("Where was [Bo Berg]'s child born?")
+    untied = copy.deepcopy(people.config)
+    untied.offline.tie_margin = 0.0
+    tied, alone = (plan_question(context, question) for context in (people, dataclasses.replace(people, config=untied)))
+    assert tied.reason.startswith(WALKED) and "Bo Berg (its next walk 1): " in tied.reason
+    assert "its next walk" not in alone.reason and tied.constraints[:len(alone.constraints)] == alone.constraints
+
+
 def test_a_hedged_plans_walk_reads_the_edges_the_labels_took_again(people):
     # a triple that bound a variable is no candidate again within its chain (no walking back along the edge just
     # taken); the walk after the labels' plan is a chain of its own and starts from the same edges

@@ -25,7 +25,8 @@ The walk plans a question alone only when the policy is sure of it; the planner 
 - the policy is unsure (`OfflinePolicy.confident`: no question word names a step the walk could reach, or its best
   chain does not explain the word nearest the mention): the labels' constraints come first and the walk's follow,
   then the walks of the policy's next `csrag.hedge_walks` - 1 first steps, recall first, as DotRAG hedges over
-  several trajectories there (`kgr.methods.csrag.planner.hedged`);
+  several trajectories there (`kgr.methods.csrag.planner.hedged`); where it is sure, the walks of the first steps
+  near-tied with the best follow it (`OfflinePolicy.near_ties`, as DotRAG follows them);
 - a mention matching no entity, or entities without relationships (nothing to walk; the label planner still plans
   the asked relation, for textual recovery);
 - the walk reaches entities without further relationships where the graph goes on from the relation's ends it
@@ -103,9 +104,14 @@ class ChainPlanner:
             if not options:
                 return None, f"{mention!r} has no relationships"
             anchor = AnchorOption(mention, list(dict.fromkeys(t for e in eids for t in self.store.types_of(e))), True)
-            if not self.policy.confident(query.id, question, anchor, options):
+            # how many walks: the best, and where the policy is unsure its next ones (`hedge_walks`), where it is sure
+            # those near-tied with the best (as DotRAG follows near-tied trajectories)
+            if self.policy.confident(query.id, question, anchor, options):
+                count = self.policy.near_ties(query.id, question, anchor, options)
+            else:
                 unsure = unsure or f"the offline policy is unsure of the walk from {mention!r}"
-            starts[mention] = (anchor, options, eids)
+                count = settings.hedge_walks
+            starts[mention] = (anchor, options, eids, count)
             walked[mention], offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
             seen |= offered
             if stranded:
@@ -134,13 +140,12 @@ class ChainPlanner:
             answer = answer or head  # bound by both mentions: the question's answer
             walks.append(f"{mention}: {describe(steps[:at + 1])} meets {other}")
         answer = answer or constraints[-1].tail
-        if unsure:  # recall first, as DotRAG hedges: the walks of the next first steps the policy ranked
-            for mention, start in starts.items():
-                for rank in range(1, settings.hedge_walks):
-                    steps = self.walk(query.id, question, *start, settings, rank)[0]
-                    if steps:
-                        self.chain(constraints, names, mention, steps)
-                        walks.append(f"{mention} (its next walk {rank}): " + describe(steps))
+        for mention, (anchor, options, eids, count) in starts.items():  # recall first: the next-ranked first steps
+            for rank in range(1, count):
+                steps = self.walk(query.id, question, anchor, options, eids, settings, rank)[0]
+                if steps:
+                    self.chain(constraints, names, mention, steps)
+                    walks.append(f"{mention} (its next walk {rank}): " + describe(steps))
         plan = Plan(query.plain, constraints, answer=answer, source="offline",
                     reason="walked by the offline policy: " + "; ".join(walks), warnings=list(warnings))
         return plan, unsure
