@@ -97,7 +97,7 @@ class ChainPlanner:
         seen: set[str] = set()  # the labels the walks took or were offered
         unsure = ""
         walked: dict[str, list[WalkStep]] = {}
-        starts = {}
+        starts: dict[str, tuple[AnchorOption, list[TrajectoryOption], list[int], int]] = {}  # per mention, its walks
         for mention in mentions:
             eids = anchors[mention]
             options = self.options(eids, np.empty(0, dtype=np.int64))
