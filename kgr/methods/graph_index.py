@@ -345,12 +345,18 @@ def to_named_kind(policy: Policy, store: GraphStore, question: str, anchor: int,
     if kind is None:
         return edges, None
     rids, near, far = edges
-    entries, counts = csr_entries(store.type_indptr, far)  # every (edge, type of its far end)
-    reaches = np.zeros(len(far), dtype=bool)
-    np.logical_or.at(reaches, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == kind)
+    reaches = of_type(store, far, kind)
     if not reaches.any():
         return edges, None
     return (rids[reaches], near[reaches], far[reaches]), store.type_names[kind]
+
+
+def of_type(store: GraphStore, eids: np.ndarray, type_id: int) -> np.ndarray:
+    """Per entity of `eids`, whether `type_id` is one of its types."""
+    entries, counts = csr_entries(store.type_indptr, eids)  # every (entity, one of its types)
+    typed = np.zeros(len(eids), dtype=bool)
+    np.logical_or.at(typed, np.repeat(np.arange(len(eids)), counts), store.type_ids[entries] == type_id)
+    return typed
 
 
 def most_like(relationship_vectors: np.ndarray, question: np.ndarray, edges: tuple[np.ndarray, np.ndarray, np.ndarray],

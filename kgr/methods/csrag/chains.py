@@ -46,7 +46,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import content_tokens, mark_names
 from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
-from kgr.methods.graph_index import PlanIndex
+from kgr.methods.graph_index import PlanIndex, of_type
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, step_query
 from kgr.reach import csr_entries
@@ -234,10 +234,7 @@ class ChainPlanner:
         rids, _, far = self.index.incident(eids)
         along = (store.relation_ids[rids] == self._rows[relation]) & ~np.isin(rids, walked)
         rids, far = rids[along], far[along]
-        type_id = store.type_names.index(type_name)
-        entries, counts = csr_entries(store.type_indptr, far)
-        typed = np.zeros(len(far), dtype=bool)
-        np.logical_or.at(typed, np.repeat(np.arange(len(far)), counts), store.type_ids[entries] == type_id)
+        typed = of_type(store, far, store.type_names.index(type_name))
         rids, far = rids[typed], far[typed]
         ends = (bool((far == store.dst[rids]).any()), bool((far == store.src[rids]).any()))
         return list(dict.fromkeys(far.tolist())), np.concatenate([walked, rids]), ends

@@ -243,11 +243,10 @@ class OfflinePolicy(Policy):
         the types' words, not their members' centroids as the `answer_type` term reads); None when they name none, or
         several ("who": actors, directors and writers alike)."""
         reading = self._scorer(question, anchor).reading
-        texts = [type_words(t) for t in type_names]
-        if not reading.answer_words or reading.vectors is None or not any(texts):
+        live = [i for i, t in enumerate(type_names) if type_words(t)]  # a relation's subject has no words to name
+        if not reading.answer_words or reading.vectors is None or not live:
             return None
-        live = [i for i, t in enumerate(texts) if t]
-        named = named_types(reading.vectors[reading.answer_words], self._vector([texts[i] for i in live]),
+        named = named_types(reading.vectors[reading.answer_words], self._type_vectors([type_names[i] for i in live]),
                             self.settings.answer_type_margin, self.settings.answer_type_clarity).any(axis=0)
         hits = np.flatnonzero(named)
         return live[int(hits[0])] if len(hits) == 1 else None
