@@ -32,7 +32,11 @@ def named_types(word_vectors: np.ndarray, centroids: np.ndarray, margin: float, 
     """Per word (rows) and type (columns), whether the word names the type: the type's centroid is within `margin` of
     the word's best type (cosine) and every other type trails that best by `clarity` (a word near many types alike,
     "who" to people and occupations, names none)."""
-    sims = word_vectors @ centroids.T
+    return named_by_similarity(word_vectors @ centroids.T, margin, clarity)
+
+
+def named_by_similarity(sims: np.ndarray, margin: float, clarity: float) -> np.ndarray:
+    """`named_types` over given word x type similarities."""
     best = sims.max(axis=1, keepdims=True)
     named = sims >= best - margin
     runner_up = np.where(named, -np.inf, sims).max(axis=1, keepdims=True)

@@ -77,6 +77,7 @@ class HalfVectors:
         return self.matrix.astype(np.float32) @ other
 
 
+NAMING_SHARE = 0.8  # a relation names a type when this share of its objects are of the type
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 # The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
@@ -297,6 +298,28 @@ class GraphStore:
                 centroids[t] += self.entity_vectors[rows[first:first + CENTROID_CHUNK]].sum(axis=0)
         norms = np.linalg.norm(centroids, axis=1, keepdims=True)
         return centroids / np.where(norms > 0, norms, 1.0)
+
+    @cached_property
+    def type_naming_labels(self) -> list[list[str]]:
+        """Per type (in `type_names` order), the relation labels that name its members: those at least `NAMING_SHARE`
+        of whose distinct objects are of the type. A relation names its object (`adjacent station` names stations,
+        `country` countries; a schema-less graph's station type is otherwise `located_in:subject`, which no word
+        names); a relation's subject has no name in the graph."""
+        from scipy.sparse import csr_matrix
+
+        n_labels, n_entities = len(self.relation_labels), len(self.names)
+        if not n_labels or not len(self.type_names):
+            return [[] for _ in self.type_names]
+        objects = csr_matrix((np.ones(len(self.dst), dtype=np.int64), (self.relation_ids, self.dst)),
+                             shape=(n_labels, n_entities))
+        objects.data[:] = 1  # each distinct object once, however many of the relation's edges reach it
+        typed = csr_matrix((np.ones(len(self.type_ids), dtype=np.int64), self.type_ids, self.type_indptr),
+                           shape=(n_entities, len(self.type_names)))
+        share = (objects @ typed).toarray() / np.maximum(objects.getnnz(axis=1), 1)[:, None]
+        naming: list[list[str]] = [[] for _ in self.type_names]
+        for label, t in zip(*np.nonzero(share >= NAMING_SHARE)):
+            naming[int(t)].append(self.relation_labels[int(label)])
+        return naming
 
     def relation_of(self, rid: int) -> str:
         return self.relation_labels[self.relation_ids[rid]]

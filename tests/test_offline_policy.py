@@ -1117,3 +1117,43 @@ def test_a_relative_wh_word_is_no_content_word():
     relative = pol._scorer("which movies were made in the town where [Ada] starred", ada).reading
     asking = pol._scorer("where did [Ada] star", ada).reading
     assert "where" not in [w for w, _ in relative.words] and "where" in [w for w, _ in asking.words]
+
+
+# A schema-less rail graph: a line's stations are its `connecting_line` subjects or its `terminus`; the stations' type
+# is named after a role ("located_in:subject") and their invented names average to nothing, but the graph calls them
+# `adjacent_station` (`GraphStore.type_naming_labels`).
+LINES = {"connecting_line:object": [("connecting_line", "located_in:subject"),
+                                    ("transport_network", "transport_network:object")],
+         "located_in:subject": [("adjacent_station", "located_in:subject"), ("where_built", "located_in:object")],
+         "transport_network:object": [], "located_in:object": []}
+LINE_NAMES = ["connecting_line:object", "located_in:subject", "transport_network:object", "located_in:object"]
+LINE_CENTROIDS = (LINE_NAMES, bow_embed(["Rheintal", "Kannenfeld Voltamatte", "Regio", "Basel"]))
+NAMING = [["connecting_line"], ["adjacent_station"], ["transport_network"], ["where_built"]]
+
+
+def _line_scores(question: str, labels, hops: int = 2) -> dict[tuple[str, ...], float]:
+    pol = OfflinePolicy(bow_embed, LINES, settings=OfflineConfig(answer_type=0.2), type_centroids=LINE_CENTROIDS,
+                        type_labels=labels)
+    scorer = pol._scorer(question, anchor("Rheintal Line", "connecting_line:object"))
+    ids, lengths = scorer.tails("connecting_line:object", hops)
+    return {tuple(pol._steps.steps[i][0] for i in row[:n]): float(v)
+            for row, n, v in zip(ids.tolist(), lengths.tolist(), scorer.rows(ids, lengths)) if n}
+
+
+def test_a_noun_naming_the_answers_kind_names_the_type_the_graphs_labels_call_it():
+    question = "which stations are on [Rheintal Line]"
+    plain, named = _line_scores(question, None), _line_scores(question, NAMING)
+    assert plain.keys() == named.keys()
+    # "stations" is 0.71 from `adjacent station` (a shared word of two) and nothing from any centroid: only the
+    # chains ending among the stations earn the term
+    for chain, score in named.items():
+        ends_at_stations = chain[-1] in ("connecting_line", "adjacent_station")
+        assert score - plain[chain] == pytest.approx(0.2 if ends_at_stations else 0.0), chain
+    # of the line's own steps, no word fits either; the kind noun now picks the one reaching stations
+    one_step = _line_scores(question, NAMING, hops=1)
+    assert max(one_step, key=one_step.get) == ("connecting_line",)
+    assert one_step[("connecting_line",)] - one_step[("transport_network",)] == pytest.approx(0.2)
+    # a wh-word is not the graph's wording: "where" is as near `where built` as "stations" to `adjacent station`, yet
+    # names no type through it
+    where = "where is [Rheintal Line]"
+    assert _line_scores(where, NAMING) == _line_scores(where, None)

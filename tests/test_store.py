@@ -109,6 +109,52 @@ def test_a_types_centroid_is_its_members_normalized_mean_vector(metaqa_project):
             assert abs(float(np.linalg.norm(centroids[t])) - 1.0) < 1e-5
 
 
+@pytest.fixture(scope="module")
+def rail(tmp_path_factory):
+    """A schema-less rail graph: stations on a line, adjacent to each other, in towns of one country."""
+    from kgr.ingest.stage import IngestOptions, run_ingest
+
+    root = tmp_path_factory.mktemp("rail")
+    rows = ["Kannenfeld|connecting line|Rhine Line", "Voltamatte|connecting line|Rhine Line",
+            "Wiesenplatz|connecting line|Rhine Line", "Kannenfeld|adjacent station|Voltamatte",
+            "Voltamatte|adjacent station|Wiesenplatz", "Rhine Line|terminus|Wiesenplatz",
+            "Kannenfeld|located in|Basel", "Voltamatte|located in|Basel", "Wiesenplatz|located in|Riehen",
+            "Basel|country|Switzerland", "Riehen|country|Switzerland", "Rhine Line|operator|Regio Rail"]
+    (root / "kb.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([root / "kb.txt"]))
+    with Project.open(root / "project") as project:
+        yield GraphStore(project)
+
+
+@pytest.mark.parametrize("graph", ["rail", "metaqa"])
+def test_a_relation_names_the_type_most_of_its_objects_have(graph, rail, metaqa_project):
+    from kgr.store import NAMING_SHARE
+
+    def brute_force(store):
+        naming = [[] for _ in store.type_names]
+        for label in store.relation_labels:
+            objects = {int(store.dst[r]) for r in range(len(store.dst)) if store.relation_of(r) == label}
+            for t, name in enumerate(store.type_names):
+                if sum(name in store.types_of(e) for e in objects) >= NAMING_SHARE * len(objects):
+                    naming[t].append(label)
+        return naming
+
+    if graph == "rail":
+        store = rail
+        labels = dict(zip(store.type_names, store.type_naming_labels))
+        stations = {t for e in ("Kannenfeld", "Voltamatte", "Wiesenplatz")
+                    for t in store.types_of(store.names.index(e))}
+        # the stations' type is named by the labels whose objects are stations, never by the line's or town's
+        assert {r for t in stations for r in labels[t]} >= {"adjacent station", "terminus"}
+        assert "connecting line" in labels[store.types_of(store.names.index("Rhine Line"))[0]]
+        assert store.type_naming_labels == brute_force(store)
+    else:
+        with Project.open(metaqa_project) as project:
+            store = GraphStore(project)
+            assert store.type_naming_labels == brute_force(store)
+
+
 def test_relationship_texts_read_as_the_table_holds_them_by_index_slice_and_pass(metaqa_project, monkeypatch):
     from kgr.columns import TextColumn
 

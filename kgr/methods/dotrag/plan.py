@@ -32,7 +32,8 @@ from kgr.errors import KgrError
 # 17: a step leaving a type that holds under 5 % of the relation's edges into its target is atypical (step_priors)
 # 18: a near tie is a gap strictly under tie_margin, whatever the rounding (offline.within_margin)
 # 19: "what does [X] do" asks for an occupation (lexicon.ACTIVITY_QUESTION)
-PLAN_VERSION = 19
+# 20: a noun naming the answer's kind names the type the graph's labels call it (offline.TypeLooks)
+PLAN_VERSION = 20
 
 
 @dataclass(frozen=True)

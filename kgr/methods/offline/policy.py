@@ -52,9 +52,10 @@ Without a sharing cue an out-and-back chain still earns the small `return_prior`
 Log-typicality (kgr.schema.step_priors) is 0 for a relation's dominant reading and negative for readings
 that only exist because entities carry several types.
 The question's first wh-word says what kind of thing the answer is ("which country", "what year", "when"); a type's
-members say what it holds where its name cannot (a schema-less `located_in:object` of countries): the word names the
-types whose members' mean entity vector is within `answer_type_margin` of its best match, if every other type trails
-by `answer_type_clarity` (`GraphStore.type_centroids`), and a chain ending in such a type earns `answer_type`.
+members say what it holds where its name cannot (a schema-less `located_in:object` of countries), and so do the
+relation labels naming them, to a noun (`adjacent station`: "which stations"): the word names the types it is within
+`answer_type_margin` of its best match to, if every other type trails by `answer_type_clarity` (`TypeLooks`), and a
+chain ending in such a type earns `answer_type`.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
 DotRAG hedges over several trajectories). Near ties are walked beside the best chain: other first steps to the
@@ -92,13 +93,13 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
-                         SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words, is_sibling_word,
-                         kin_chains, kin_class, possessed_words, question_words, sharing_cue, siblings_as_links,
-                         without_relative_wh)
+                         QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
+                         is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
+                         siblings_as_links, without_relative_wh)
 from kgr.methods.offline.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
-from kgr.ranking import named_types
+from kgr.ranking import named_by_similarity, named_types
 from kgr.schema import step_counts, step_priors, type_schema
 from kgr.store import GraphStore
 
@@ -113,12 +114,13 @@ class OfflinePolicy(Policy):
     def __init__(self, embed: Callable[[Sequence[str]], np.ndarray], schema: dict[str, list[tuple[str, str]]],
                  max_hops: int = 3, settings: OfflineConfig | None = None,
                  priors: dict[tuple[str, str, str], float] | None = None,
-                 type_centroids: tuple[list[str], np.ndarray] | None = None):
-        """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), which the
-        `answer_type` term compares with the words naming the answer's kind (None: the term is off)."""
+                 type_centroids: tuple[list[str], np.ndarray] | None = None,
+                 type_labels: list[list[str]] | None = None):
+        """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), and
+        `type_labels` the relation labels naming each type's members (`GraphStore.type_naming_labels`), which the
+        `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off)."""
         self._embed = embed
-        self._centroids = None if type_centroids is None else (
-            {name: row for row, name in enumerate(type_centroids[0])}, type_centroids[1])
+        self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
@@ -146,7 +148,8 @@ class OfflinePolicy(Policy):
         tally = step_counts(store) if tally is None else tally
         return cls(embed, type_schema(store, settings.relation_share, tally), max_hops=max_hops, settings=settings,
                    priors=step_priors(tally),
-                   type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None)
+                   type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None,
+                   type_labels=store.type_naming_labels if settings.answer_type else None)
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
@@ -395,7 +398,7 @@ class OfflinePolicy(Policy):
         cut = self._question_schema(reading.vectors)
         schema, tails = (self.schema, self._tails) if cut is None else (cut, {})
         return ChainScorer(reading, anchor.types, self.settings, self._vector, self._steps, self._groups,
-                           bool(self._priors), schema, tails, self._centroids)
+                           bool(self._priors), schema, tails, self._looks)
 
     def _read(self, question: str, anchor: AnchorOption) -> Reading:
         """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
@@ -602,6 +605,37 @@ class ChainGroup:
     bridges: np.ndarray | None  # steps x chains: the only way to the next step (`ChainScorer._bridges`; None: off)
 
 
+@dataclass(frozen=True)
+class TypeLooks:
+    """What each type of the graph looks like to a word naming the answer's kind: its members' mean vector, and to a
+    noun ("which stations", not "where") also the relation labels naming its members, whichever is nearer. Invented
+    station names average to nothing "stations" is near, but the graph calls them `adjacent station`; a wh-word is
+    not the graph's wording ("when" is near `born in`, whose objects are places)."""
+
+    rows: dict[str, int]  # row per type name
+    centroids: np.ndarray  # types x dimensions (`GraphStore.type_centroids`)
+    label_texts: list[str]  # the words of every naming label, once each
+    naming: list[np.ndarray]  # per type row, its naming labels' places in `label_texts`
+
+    @classmethod
+    def of(cls, names: list[str], centroids: np.ndarray, labels: list[list[str]] | None) -> "TypeLooks":
+        texts = sorted({label_words(r) for rs in labels or [] for r in rs})
+        place = {text: i for i, text in enumerate(texts)}
+        naming = [np.array(sorted({place[label_words(r)] for r in rs}), dtype=np.int64) for rs in labels or []]
+        return cls({name: row for row, name in enumerate(names)}, centroids, texts, naming)
+
+    def similarities(self, word_vectors: np.ndarray, nouns: np.ndarray,
+                     vector: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
+        """Words x types: each word's cosine to the type's centroid, a noun's to its nearest naming label if higher."""
+        sims = word_vectors @ self.centroids.T
+        if self.label_texts and nouns.any():
+            by_label = word_vectors[nouns] @ vector(self.label_texts).T
+            for row, places in enumerate(self.naming):
+                if len(places):
+                    sims[nouns, row] = np.maximum(sims[nouns, row], by_label[:, places].max(axis=1))
+        return sims
+
+
 class ChainScorer:
     """The chain score of one question from one anchor (the module docstring's formula): `rows` sums one method per
     term, `explained - step_cost` and then `TERMS` in order, each term's weight a field of `OfflineConfig`."""
@@ -609,9 +643,9 @@ class ChainScorer:
     def __init__(self, reading: Reading, anchor_types: list[str], settings: OfflineConfig,
                  vector: Callable[[Sequence[str]], np.ndarray], numbers: StepNumbers, groups: CompiledGroups,
                  has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo,
-                 centroids: tuple[dict[str, int], np.ndarray] | None = None):
+                 looks: "TypeLooks | None" = None):
         self.reading = reading
-        self._centroids = centroids  # (row per type name, type centroids): what the answer-kind words match
+        self._looks = looks  # what the answer-kind words match
         self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
         self.anchor_types = anchor_types
         self.settings = settings
@@ -727,14 +761,16 @@ class ChainScorer:
 
     def _named_types(self) -> np.ndarray | None:
         """Per type number, how many of the answer-kind words name the type (None: no such word, or no centroids)."""
-        reading, settings = self.reading, self.settings
-        if not (settings.answer_type and reading.answer_words and self._centroids is not None):
+        reading, settings, looks = self.reading, self.settings, self._looks
+        if not (settings.answer_type and reading.answer_words and looks is not None):
             return None
-        rows, centroids = self._centroids
         type_names = self._numbers.type_names  # grows as chains take new steps: count the types seen so far
         if self._kind_names is None or len(self._kind_names) < len(type_names):
-            named = named_types(reading.vectors[reading.answer_words], centroids, settings.answer_type_margin,
-                                settings.answer_type_clarity)  # kind words x graph types
+            nouns = np.array([reading.words[i][0] not in QUESTION_WORDS for i in reading.answer_words])
+            sims = looks.similarities(reading.vectors[reading.answer_words], nouns, self._vector)
+            named = named_by_similarity(sims, settings.answer_type_margin,
+                                        settings.answer_type_clarity)  # kind words x graph types
+            rows = looks.rows
             self._kind_names = np.array([named[:, rows[t]].sum() if t in rows else 0 for t in type_names], dtype=float)
         return self._kind_names
 
