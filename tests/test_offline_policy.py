@@ -1001,6 +1001,33 @@ PLACES = {"person": [("born_in", "born_in:object")], "born_in:object": [("locate
 PLACE_CENTROIDS = (["born_in:object", "located_in:object", "person"], bow_embed(["town", "country", "person"]))
 
 
+def test_a_noun_naming_a_kind_the_stop_is_not_of_walks_on_toward_it_and_keeps_the_stop_first():
+    # "country" fits `born in` 0.71 (as MiniLM finds "country" 0.40 from `located in the administrative territorial
+    # entity`), so the walk's best stop is the town, though the noun names the countries' type, one hop further
+    def embed(texts):
+        return np.stack([bow_embed(["born in country"])[0] if t == "born in" else bow_embed([t])[0] for t in texts])
+
+    question, walk = "which country is [Ada] from", [hop(1, "born_in", "born_in:object")]
+    options = [TrajectoryOption("located_in:object", 1, ["located_in"])]
+    # the countries are the objects of a relation `country` too (`GraphStore.type_naming_labels`)
+    names = [["born_in"], ["located_in", "country"], []]
+    named = OfflinePolicy(embed, PLACES, type_centroids=PLACE_CENTROIDS, type_labels=names)
+    step = named.review("q", question, ADA, walk, options, 3)
+    assert isinstance(step, Continue) and step.speculative and step.keep == [1] and step.option == 0
+    # the kind named only by the members' centroid (a noisy name: "movies" is near the genres Drama and Thriller), or
+    # once the walk stands among the countries, the score decides: stop
+    assert OfflinePolicy(embed, PLACES, type_centroids=PLACE_CENTROIDS).review("q", question, ADA, walk, options,
+                                                                              3) == Stop([1])
+    walk.append(hop(2, "located_in", "located_in:object"))
+    assert named.review("q", question, ADA, walk, [], 3) == Stop([1, 2])
+    # a wh-word is no noun of the graph's: "where is [Ada] from" stops where the score says; nor does a noun only
+    # loosely near the name (under `confident_similarity`: "person" is near `actor` and `writer` alike)
+    assert named.review("q", "where is [Ada] from", ADA, walk[:1], options, 3) == Stop([1])
+    loose = OfflinePolicy(embed, PLACES, type_centroids=PLACE_CENTROIDS, type_labels=names,
+                          settings=OfflineConfig(confident_similarity=1.01))
+    assert loose.review("q", question, ADA, walk[:1], options, 3) == Stop([1])
+
+
 def _chain_scores(question: str, centroids, **settings) -> dict[tuple[str, ...], float]:
     pol = OfflinePolicy(bow_embed, PLACES, settings=OfflineConfig(**settings), type_centroids=centroids)
     scorer = pol._scorer(question, ADA)

@@ -90,8 +90,9 @@ if TYPE_CHECKING:
 # 14: a plan says whether it is hedged (the policy unsure: labels, then walk), which the fill reads; 15: a walk that
 # reaches another mention meets it there, both constraining the answer (`chains.meeting_points`); 16: an unsure walk
 # is followed by the walks of the policy's next first steps (`csrag.hedge_walks`); 17: a sure one by those near-tied;
-# 18: a noun naming the answer's kind names the type the graph's labels call it (`offline.TypeLooks`)
-PLAN_VERSION = 18
+# 18: a noun naming the answer's kind names the type the graph's labels call it (`offline.TypeLooks`); 19: a walk whose
+# best stop is not of the kind such a noun names goes on toward it (`OfflinePolicy.review`)
+PLAN_VERSION = 19
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

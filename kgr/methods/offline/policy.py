@@ -283,7 +283,8 @@ class OfflinePolicy(Policy):
                 goes.append(block)
                 per_relation = len(block[1]) // len(relations)
                 moves += [(index, relation) for relation in relations for _ in range(per_relation)]
-        scores = scorer.rows(*stacked([stops] + goes))
+        ids, lengths = stacked([stops] + goes)
+        scores = scorer.rows(ids, lengths)
         best_stop = int(np.argmax(scores[:len(done)]))  # the first (shallowest) of equal scores
         stop_score, margin = scores[best_stop], self.settings.tie_margin
         if goes:
@@ -314,7 +315,33 @@ class OfflinePolicy(Policy):
             fits = scorer.similarities([(relation, options[index].type) for index, relation in candidates])
             index, relation = candidates[int(np.argmax(fits[unexplained].max(axis=0)))]
             return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
+        # recall first: a noun naming the answer's kind ("which country") names a type the stop does not end at: the
+        # walk goes on toward it, keeping the stop, ranked first, and every depth walked after it ("which country is
+        # [X] in" stops at X's district, `located in` explaining "country" 0.40, while the country is two hops further)
+        toward = self._toward_named_kind(scorer, done, best_stop, ids[len(done):], lengths[len(done):])
+        if toward is True:
+            return Stop(walked_on)
+        if toward is not None:
+            best_go = int(np.flatnonzero(toward)[np.argmax(scores[len(done):][toward])])
+            index, relation = moves[best_go]
+            return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
         return Stop(walked_on if unexplained else [best_stop + 1])
+
+    def _toward_named_kind(self, scorer: "ChainScorer", done: Chain, best_stop: int, ids: np.ndarray,
+                           lengths: np.ndarray) -> np.ndarray | bool | None:
+        """When a noun naming the answer's kind names some type but not the best stop's: True if the walk has reached
+        one since, else per continuing chain whether it ends at one (None: no such noun, the stop is at one, or no
+        continuation reaches one)."""
+        named = scorer.named_by_kind_nouns()
+        numbers = self._steps
+        if named is None or named[numbers.type_number(done[best_stop][1])]:  # walked types are numbered in `named`
+            return None
+        if any(named[numbers.type_number(t)] for _, t in done[best_stop + 1:]):
+            return True
+        if not len(lengths):
+            return None
+        toward = named[np.array(numbers.type)[ids[np.arange(len(lengths)), lengths - 1]]]
+        return toward if toward.any() else None
 
     def _unexplained_possessed(self, scorer: "ChainScorer", chain: Chain) -> list[int]:
         """The places of the question's possessed nouns ("[X]'s grandparents") that fit no step of `chain` at
@@ -608,31 +635,40 @@ class ChainGroup:
 @dataclass(frozen=True)
 class TypeLooks:
     """What each type of the graph looks like to a word naming the answer's kind: its members' mean vector, and to a
-    noun ("which stations", not "where") also the relation labels naming its members, whichever is nearer. Invented
-    station names average to nothing "stations" is near, but the graph calls them `adjacent station`; a wh-word is
-    not the graph's wording ("when" is near `born in`, whose objects are places)."""
+    noun ("which stations", not "where") also the relation labels naming its members (`GraphStore.type_naming_labels`),
+    whichever is nearer. Invented station names average to nothing "stations" is near, but the graph calls them
+    `adjacent station`; a wh-word is not the graph's wording ("when" is near `born in`, whose objects are places)."""
 
     rows: dict[str, int]  # row per type name
     centroids: np.ndarray  # types x dimensions (`GraphStore.type_centroids`)
-    label_texts: list[str]  # the words of every naming label, once each
-    naming: list[np.ndarray]  # per type row, its naming labels' places in `label_texts`
+    name_texts: list[str]  # the words of every naming label and schema type name, once each
+    labels: list[np.ndarray]  # per type row, its naming labels' places in `name_texts`
+    own: np.ndarray  # per type row, its own name's place in `name_texts` (-1: an inferred type, named by a role)
 
     @classmethod
-    def of(cls, names: list[str], centroids: np.ndarray, labels: list[list[str]] | None) -> "TypeLooks":
-        texts = sorted({label_words(r) for rs in labels or [] for r in rs})
+    def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None) -> "TypeLooks":
+        labels = labels or [[] for _ in types]
+        own = ["" if _inferred(t) else type_words(t) for t in types]
+        texts = sorted({label_words(r) for rs in labels for r in rs} | set(own) - {""})
         place = {text: i for i, text in enumerate(texts)}
-        naming = [np.array(sorted({place[label_words(r)] for r in rs}), dtype=np.int64) for rs in labels or []]
-        return cls({name: row for row, name in enumerate(names)}, centroids, texts, naming)
+        return cls({name: row for row, name in enumerate(types)}, centroids, texts,
+                   [np.array(sorted({place[label_words(r)] for r in rs}), dtype=np.int64) for rs in labels],
+                   np.array([place.get(text, -1) for text in own], dtype=np.int64))
 
     def similarities(self, word_vectors: np.ndarray, nouns: np.ndarray,
-                     vector: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
-        """Words x types: each word's cosine to the type's centroid, a noun's to its nearest naming label if higher."""
-        sims = word_vectors @ self.centroids.T
-        if self.label_texts and nouns.any():
-            by_label = word_vectors[nouns] @ vector(self.label_texts).T
-            for row, places in enumerate(self.naming):
+                     vector: Callable[[Sequence[str]], np.ndarray], by_words: bool = False) -> np.ndarray:
+        """Words x types: each word's cosine to the type's centroid, a noun's to its nearest naming label if higher;
+        `by_words`: to its names in the graph's words alone (its naming labels, a schema type's own name; -inf for a
+        word that is no noun or a type without one)."""
+        sims = np.full((len(word_vectors), len(self.rows)), -np.inf, dtype=np.float32) if by_words else \
+            word_vectors @ self.centroids.T
+        if self.name_texts and nouns.any():
+            by_name = word_vectors[nouns] @ vector(self.name_texts).T
+            for row, places in enumerate(self.labels):
+                if by_words and self.own[row] >= 0:
+                    places = np.append(places, self.own[row])
                 if len(places):
-                    sims[nouns, row] = np.maximum(sims[nouns, row], by_label[:, places].max(axis=1))
+                    sims[nouns, row] = np.maximum(sims[nouns, row], by_name[:, places].max(axis=1))
         return sims
 
 
@@ -647,6 +683,7 @@ class ChainScorer:
         self.reading = reading
         self._looks = looks  # what the answer-kind words match
         self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
+        self._noun_names: np.ndarray | None = None  # per graph type, whether a kind noun clearly names it by its names
         self.anchor_types = anchor_types
         self.settings = settings
         self._vector = vector
@@ -758,6 +795,25 @@ class ChainScorer:
         if named is None:
             return None
         return self.settings.answer_type * named[group.last_types]
+
+    def named_by_kind_nouns(self) -> np.ndarray | None:
+        """Per type number, whether a noun naming the answer's kind (not a wh-word) names it by one of its names in
+        the graph's words (`TypeLooks`; not its members' centroid: "movies" is near the genres' names, Drama and
+        Thriller); None when there is no such noun or it names no type."""
+        reading, settings, looks = self.reading, self.settings, self._looks
+        nouns = [w for w in reading.answer_words if reading.words[w][0] not in QUESTION_WORDS]
+        if not (nouns and settings.answer_type and looks is not None and reading.vectors is not None):
+            return None
+        if self._noun_names is None:  # per graph type (row), once per question and anchor
+            sims = looks.similarities(reading.vectors[nouns], np.ones(len(nouns), dtype=bool), self._vector,
+                                      by_words=True)
+            # clearly, as `confident` asks of a word naming a step: "person" is near the actors' and writers' alike
+            named = named_by_similarity(sims, settings.answer_type_margin, settings.answer_type_clarity)
+            self._noun_names = (named & (sims >= settings.confident_similarity)).any(axis=0)
+        rows = looks.rows
+        by_number = np.array([self._noun_names[rows[t]] if t in rows else False for t in self._numbers.type_names],
+                             dtype=bool)
+        return by_number if by_number.any() else None
 
     def _named_types(self) -> np.ndarray | None:
         """Per type number, how many of the answer-kind words name the type (None: no such word, or no centroids)."""
