@@ -315,10 +315,12 @@ class GraphStore:
         objects.data[:] = 1  # each distinct object once, however many of the relation's edges reach it
         typed = csr_matrix((np.ones(len(self.type_ids), dtype=np.int64), self.type_ids, self.type_indptr),
                            shape=(n_entities, len(self.type_names)))
-        share = (objects @ typed).toarray() / np.maximum(objects.getnnz(axis=1), 1)[:, None]
+        # label x type: the distinct objects of the label that are of the type, sparse (an open vocabulary: thousands)
+        counts = (objects @ typed).tocoo()
+        named = counts.data / objects.getnnz(axis=1)[counts.row] >= NAMING_SHARE
         naming: list[list[str]] = [[] for _ in self.type_names]
-        for label, t in zip(*np.nonzero(share >= NAMING_SHARE)):
-            naming[int(t)].append(self.relation_labels[int(label)])
+        for label, t in sorted(zip(counts.row[named].tolist(), counts.col[named].tolist())):
+            naming[t].append(self.relation_labels[label])
         return naming
 
     def relation_of(self, rid: int) -> str:
