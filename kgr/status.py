@@ -7,6 +7,7 @@ from typing import Any
 
 from kgr.config import pinned_settings
 from kgr.project import Project
+from kgr.store import naming_labels
 
 
 def project_status(project: Project) -> dict[str, Any]:
@@ -36,6 +37,9 @@ def project_status(project: Project) -> dict[str, Any]:
         report["relations"] = dict(project.db.execute(
             "SELECT relation, count(*) FROM relationships GROUP BY relation ORDER BY count(*) DESC, relation"
         ).fetchall())
+        # what the graph's own words call each type's members: a type inferred from a relation role
+        # (`located_in:subject`) is otherwise nameless to a question ("which stations")
+        report["type_names"] = naming_labels(project.db)
     return report
 
 
@@ -139,11 +143,14 @@ def render_status(report: dict[str, Any], console) -> None:
     console.print(stages)
     for title, key in (("entities per type", "types"), ("relationships per relation", "relations")):
         if report[key]:
+            named = report.get("type_names", {}) if key == "types" else None
             table = Table(title=title, title_justify="left")
             table.add_column(key[:-1], overflow="fold")
             table.add_column("count", justify="right", no_wrap=True)
+            if named:
+                table.add_column("named by", overflow="fold")  # the labels whose objects they are
             for name, count in report[key].items():
-                table.add_row(escape(name), f"{count:,}")
+                table.add_row(escape(name), f"{count:,}", *([escape(", ".join(named.get(name, [])))] if named else []))
             console.print(table)
     console.print("on disk: " + ", ".join(f"{k} {_size(v)}" for k, v in report["disk_bytes"].items()))
     if report.get("pinned_settings"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import numpy as np
 from kgr.columns import TextColumn
 from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
-from kgr.graph import normalize_name
+from kgr.graph import normalize_name, relation_words
 from kgr.lexicon import NAME_WORD
 from kgr.objectstore import ObjectFolder, location
 from kgr.project import PHRASES_DIR, Project
@@ -78,6 +79,30 @@ class HalfVectors:
 
 
 NAMING_SHARE = 0.8  # a relation names a type when this share of its objects are of the type
+# Per (type, relation): the relation's distinct objects of the type, kept where they are NAMING_SHARE of all of them.
+_NAMING_LABELS = """
+WITH objects AS (SELECT DISTINCT relation, dst FROM relationships),
+     totals AS (SELECT relation, count(*) AS n FROM objects GROUP BY relation)
+SELECT t.type, o.relation
+FROM objects o JOIN entity_types t ON t.eid = o.dst JOIN totals USING (relation)
+GROUP BY t.type, o.relation, totals.n
+HAVING count(*) >= ? * totals.n
+ORDER BY t.type, o.relation
+"""
+_INVERSE_TWIN = re.compile(r"(?:^| )inverse$")
+
+
+def naming_labels(db) -> dict[str, list[str]]:
+    """Per type, the relation labels that name its members: those at least `NAMING_SHARE` of whose distinct objects
+    are of the type. A relation names its object (`adjacent station` names stations, `country` countries; a
+    schema-less graph's station type is otherwise `located_in:subject`, which no word names); its subject has no name
+    in the graph, and an `_inverse` twin names nothing (its words are its base relation's, which name the twin's
+    subjects: `is_in_country_inverse` runs from a country to a club). `db`: the project's DuckDB connection."""
+    named: dict[str, list[str]] = {}
+    for type_name, relation in db.execute(_NAMING_LABELS, [NAMING_SHARE]).fetchall():
+        if not _INVERSE_TWIN.search(relation_words(relation)):
+            named.setdefault(type_name, []).append(relation)
+    return named
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 # The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
@@ -301,27 +326,9 @@ class GraphStore:
 
     @cached_property
     def type_naming_labels(self) -> list[list[str]]:
-        """Per type (in `type_names` order), the relation labels that name its members: those at least `NAMING_SHARE`
-        of whose distinct objects are of the type. A relation names its object (`adjacent station` names stations,
-        `country` countries; a schema-less graph's station type is otherwise `located_in:subject`, which no word
-        names); a relation's subject has no name in the graph."""
-        from scipy.sparse import csr_matrix
-
-        n_labels, n_entities = len(self.relation_labels), len(self.names)
-        if not n_labels or not len(self.type_names):
-            return [[] for _ in self.type_names]
-        objects = csr_matrix((np.ones(len(self.dst), dtype=np.int64), (self.relation_ids, self.dst)),
-                             shape=(n_labels, n_entities))
-        objects.data[:] = 1  # each distinct object once, however many of the relation's edges reach it
-        typed = csr_matrix((np.ones(len(self.type_ids), dtype=np.int64), self.type_ids, self.type_indptr),
-                           shape=(n_entities, len(self.type_names)))
-        # label x type: the distinct objects of the label that are of the type, sparse (an open vocabulary: thousands)
-        counts = (objects @ typed).tocoo()
-        named = counts.data / objects.getnnz(axis=1)[counts.row] >= NAMING_SHARE
-        naming: list[list[str]] = [[] for _ in self.type_names]
-        for label, t in sorted(zip(counts.row[named].tolist(), counts.col[named].tolist())):
-            naming[t].append(self.relation_labels[label])
-        return naming
+        """Per type (in `type_names` order), the relation labels that name its members (`naming_labels`)."""
+        named = naming_labels(self._db)
+        return [named.get(t, []) for t in self.type_names]
 
     def relation_of(self, rid: int) -> str:
         return self.relation_labels[self.relation_ids[rid]]

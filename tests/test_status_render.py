@@ -54,3 +54,17 @@ def test_long_names_and_large_numbers_fold_the_names_only(width):
     assert "…" not in text
     for number in numbers_of(report):
         assert shown_whole(number, text), (number, text)
+
+
+def test_status_names_each_type_by_the_labels_whose_objects_its_members_are(metaqa_project, run_kgr):
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    report = json.loads(run_kgr("status", metaqa_project, "--json").stdout)
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+        expected = {t: labels for t, labels in zip(store.type_names, store.type_naming_labels) if labels}
+    assert report["type_names"] == expected and report["type_names"]["director"] == ["directed_by"]
+    assert "movie" not in report["type_names"]  # a movie is the object of no relation: nothing names it
+    shown = run_kgr("status", metaqa_project, env={"COLUMNS": "120"}).stdout
+    assert "named by" in shown and re.search(r"director\s.*directed_by", shown)

@@ -647,9 +647,7 @@ class TypeLooks:
 
     @classmethod
     def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None) -> "TypeLooks":
-        # an `_inverse` twin's words are its base relation's, which name the twin's subjects: `is_in_country_inverse`
-        # runs from a country to a club, and its words name the country
-        labels = [[r for r in rs if label_words(r) == relation_words(r)] for rs in labels or [[] for _ in types]]
+        labels = labels or [[] for _ in types]
         own = ["" if _inferred(t) else type_words(t) for t in types]
         texts = sorted({label_words(r) for rs in labels for r in rs} | set(own) - {""})
         place = {text: i for i, text in enumerate(texts)}
