@@ -466,6 +466,7 @@ def render_explain(record, output: Output) -> None:
 
     tree = Tree(f"[bold]{escape(record.question)}[/bold]  [dim]({record.method}, {escape(record.backbone)})[/dim]")
     nodes: dict[tuple, Tree] = {}
+    shown_types: list[str] = []
     for path in record.paths:
         entities, relations = path["entities"], path["relations"]
         directions = path.get("directions") or [None] * len(relations)
@@ -483,6 +484,14 @@ def render_explain(record, output: Output) -> None:
                 nodes[key] = parent.add(hop_label(relation, entity, direction))
             parent = nodes[key]
     output.out.print(tree)
+    # each trajectory's first-hop type, as the graph's labels name its members (a schema-less type is a role)
+    for trajectory in (record.trace or {}).get("trajectories", []):
+        named = ", ".join(trajectory.get("type_named_by") or [])
+        line = f"first hop toward {escape(trajectory['type'])}" + (f" (named by {escape(named)})" if named else "")
+        if line not in shown_types:
+            shown_types.append(line)
+    for line in shown_types:
+        output.out.print(f"[dim]{line}[/dim]")
     output.info(record_summary(record))
 
 

@@ -118,6 +118,8 @@ def test_retrieve_explain_prints_a_tree(work, run_kgr):
     for answer in ANSWERS:
         assert f"<- starred_actors - {answer}" in text  # (movie, starred_actors, actor) walked from the actor
     assert "└──" in text
+    # each trajectory's first-hop type, with the labels naming its members: a movie is the object of none
+    assert "first hop toward movie" in text and "first hop toward movie (named by" not in text
 
 
 def test_retrieve_json_is_a_record(work, run_kgr, tmp_path):

@@ -332,6 +332,7 @@ class DotRAG:
         for priority, pair in enumerate(plan.pairs):
             paths, walk, preferred = self._search(query, plan.question, pair, trace)
             trace["trajectories"].append({"anchor": self.store.names[pair.anchor], "type": pair.type,
+                                          "type_named_by": self._type_names.get(pair.type, []),
                                           "hops": [asdict(h) for h in walk], "preferred_depths": preferred})
             for path in paths:
                 ranked.append(((priority, preferred.index(len(path.rids)), -path.score), path))
@@ -564,6 +565,11 @@ class DotRAG:
             # of 200 walks kept none of an author's `writes` edges, "X writes <title>" 0.2-0.3 from "writes paper")
             return best[np.isfinite(masked[best])], sims, True
         return kept, sims, False
+
+    @cached_property
+    def _type_names(self) -> dict[str, list[str]]:
+        """Per type, the relation labels naming its members (`GraphStore.type_naming_labels`), for the record."""
+        return dict(zip(self.store.type_names, self.store.type_naming_labels))
 
     @cached_property
     def _label_vectors(self) -> np.ndarray:
