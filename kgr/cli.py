@@ -466,7 +466,6 @@ def render_explain(record, output: Output) -> None:
 
     tree = Tree(f"[bold]{escape(record.question)}[/bold]  [dim]({record.method}, {escape(record.backbone)})[/dim]")
     nodes: dict[tuple, Tree] = {}
-    shown_types: list[str] = []
     for path in record.paths:
         entities, relations = path["entities"], path["relations"]
         directions = path.get("directions") or [None] * len(relations)
@@ -485,11 +484,11 @@ def render_explain(record, output: Output) -> None:
             parent = nodes[key]
     output.out.print(tree)
     # each trajectory's first-hop type, as the graph's labels name its members (a schema-less type is a role)
+    shown_types: dict[str, None] = {}  # each line once, in order
     for trajectory in (record.trace or {}).get("trajectories", []):
         named = ", ".join(trajectory.get("type_named_by") or [])
-        line = f"first hop toward {escape(trajectory['type'])}" + (f" (named by {escape(named)})" if named else "")
-        if line not in shown_types:
-            shown_types.append(line)
+        shown_types.setdefault(f"first hop toward {escape(trajectory['type'])}"
+                               + (f" (named by {escape(named)})" if named else ""))
     for line in shown_types:
         output.out.print(f"[dim]{line}[/dim]")
     output.info(record_summary(record))

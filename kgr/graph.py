@@ -89,6 +89,16 @@ def relation_words(relation: str) -> str:
     return re.sub(r"[_\-./:]+", " ", spaced).strip().lower()
 
 
+_INVERSE_TWIN = re.compile(r"(?:^| )inverse$")  # `relation_words` of an `_inverse` twin end on the word
+
+
+def inverse_base(words: str) -> str | None:
+    """The base relation's words of an `_inverse` twin's words (`plays in club inverse` -> `plays in club`), else
+    None: the twin runs the base relation backward, so its words name the same link and the twin's subjects."""
+    base = _INVERSE_TWIN.sub("", words).strip()
+    return base if base != words and base else None
+
+
 def default_description(source_name: str, relation: str, target_name: str) -> str:
     """A readable sentence for a relationship that came without a description."""
     return f"{source_name} {relation_words(relation)} {target_name}"

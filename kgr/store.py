@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ import numpy as np
 from kgr.columns import TextColumn
 from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
-from kgr.graph import normalize_name, relation_words
+from kgr.graph import inverse_base, normalize_name, relation_words
 from kgr.lexicon import NAME_WORD
 from kgr.objectstore import ObjectFolder, location
 from kgr.project import PHRASES_DIR, Project
@@ -89,7 +88,6 @@ GROUP BY t.type, o.relation, totals.n
 HAVING count(*) >= ? * totals.n
 ORDER BY t.type, o.relation
 """
-_INVERSE_TWIN = re.compile(r"(?:^| )inverse$")
 
 
 def naming_labels(db) -> dict[str, list[str]]:
@@ -100,9 +98,11 @@ def naming_labels(db) -> dict[str, list[str]]:
     subjects: `is_in_country_inverse` runs from a country to a club). `db`: the project's DuckDB connection."""
     named: dict[str, list[str]] = {}
     for type_name, relation in db.execute(_NAMING_LABELS, [NAMING_SHARE]).fetchall():
-        if not _INVERSE_TWIN.search(relation_words(relation)):
+        if inverse_base(relation_words(relation)) is None:
             named.setdefault(type_name, []).append(relation)
     return named
+
+
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 # The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}

@@ -81,7 +81,6 @@ kgr.methods.offline.chain_cache and change no score.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -91,7 +90,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from kgr.config import OfflineConfig
-from kgr.graph import relation_words
+from kgr.graph import inverse_base, relation_words
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
                          QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
                          is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
@@ -801,7 +800,7 @@ class ChainScorer:
         the graph's words (`TypeLooks`; not its members' centroid: "movies" is near the genres' names, Drama and
         Thriller); None when there is no such noun or it names no type."""
         reading, settings, looks = self.reading, self.settings, self._looks
-        nouns = [w for w in reading.answer_words if reading.words[w][0] not in QUESTION_WORDS]
+        nouns = [w for w, noun in zip(reading.answer_words, self._kind_nouns()) if noun]
         if not (nouns and settings.answer_type and looks is not None and reading.vectors is not None):
             return None
         if self._noun_names is None:  # per graph type (row), once per question and anchor
@@ -815,6 +814,12 @@ class ChainScorer:
                              dtype=bool)
         return by_number if by_number.any() else None
 
+    def _kind_nouns(self) -> np.ndarray:
+        """Per answer-kind word, whether it is a noun ("which stations"), not a wh-word ("when"): only a noun is read
+        against a type's names in the graph's words (`TypeLooks`)."""
+        reading = self.reading
+        return np.array([reading.words[i][0] not in QUESTION_WORDS for i in reading.answer_words], dtype=bool)
+
     def _named_types(self) -> np.ndarray | None:
         """Per type number, how many of the answer-kind words name the type (None: no such word, or no centroids)."""
         reading, settings, looks = self.reading, self.settings, self._looks
@@ -822,8 +827,7 @@ class ChainScorer:
             return None
         type_names = self._numbers.type_names  # grows as chains take new steps: count the types seen so far
         if self._kind_names is None or len(self._kind_names) < len(type_names):
-            nouns = np.array([reading.words[i][0] not in QUESTION_WORDS for i in reading.answer_words])
-            sims = looks.similarities(reading.vectors[reading.answer_words], nouns, self._vector)
+            sims = looks.similarities(reading.vectors[reading.answer_words], self._kind_nouns(), self._vector)
             named = named_by_similarity(sims, settings.answer_type_margin,
                                         settings.answer_type_clarity)  # kind words x graph types
             rows = looks.rows
@@ -1137,8 +1141,7 @@ def label_words(relation: str) -> str:
     """A relation label as words, an `_inverse` twin read as its base relation (`plays_in_club_inverse` -> `plays in
     club`): the walk goes both ways along every edge, so the twin names the same link."""
     words = relation_words(relation)
-    base = re.sub(r"(?:^| )inverse$", "", words).strip()
-    return base or words
+    return inverse_base(words) or words
 
 
 @lru_cache(maxsize=1 << 16)
