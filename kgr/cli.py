@@ -489,6 +489,10 @@ def render_explain(record, output: Output) -> None:
         named = ", ".join(trajectory.get("type_named_by") or [])
         shown_types.setdefault(f"first hop toward {escape(trajectory['type'])}"
                                + (f" (named by {escape(named)})" if named else ""))
+    # the relations between things of one kind walked one way, as the question reads it (kgr.methods.direction)
+    for reading in (record.trace or {}).get("directions", []):
+        shown_types.setdefault(f"{escape(reading['relation'])} walked {reading['direction']} at hop {reading['depth']}"
+                               f" from {escape(reading['anchor'])} (the question's \"{escape(reading['word'])}\")")
     for line in shown_types:
         output.out.print(f"[dim]{line}[/dim]")
     output.info(record_summary(record))

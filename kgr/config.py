@@ -211,6 +211,10 @@ class DotragConfig:
     # and keeps all). Dev suite (30 sets) mean recall 0.9511 -> 0.9525, F1 0.648 -> 0.655, no set more than 0.004
     # lower (MuSiQue 0.14 -> 0.18, dev-hospital F1 0.515 -> 0.573); every named type: 0.9523, the hub's edges let in
     fill_named_kind: bool = True
+    # a relation between things of one kind is walked the way the question reads it ("what does [X] depend on", "which
+    # packages depend on [X]", "[X]'s children": `kgr.methods.direction`), both ways where it reads none; False =
+    # both ways always (paper)
+    read_direction: bool = True
 
 
 @dataclass

@@ -15,6 +15,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
+from kgr.methods.direction import EITHER, FORWARD, WalkReader, kin_kind, label_form
 from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import LLMPolicy, RandomPolicy
 from kgr.methods.graph_index import most_like, plan_index, to_named_kind
@@ -435,13 +436,15 @@ class DotRAG:
         preferred: list[int] = []
         also_depths: list[int] = []  # depths a near-tied Stop would have kept
         first_depths: list[int] = []  # depths a Stop the policy preferred would have kept (a speculative Continue)
+        reader = WalkReader(question, store.names[anchor], self._siblings_as_links) if settings.read_direction \
+            else None
         for depth in range(1, settings.max_hops + 1):
             picked = []
             self._vectors([hop_query for _, hop_query, _ in branches])
             for type_name, hop_query, edges in branches:
                 if edges is None:
                     edges = self._candidates(anchor, depth, reach.type_id(type_name), frontier)
-                rids, near, far = edges
+                rids, near, far = self._directed(edges, reader, anchor, depth, trace)
                 kept, sims, under_floor = self._select(rids, hop_query, near, depth)
                 if under_floor:
                     trace.setdefault("under_floor", []).append(store.names[anchor])
@@ -460,6 +463,8 @@ class DotRAG:
             type_name, hop_query = branches[0][0], branches[0][1]
             walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[0])), len(rids),
                                    [store.relationship_texts[r] for r in rids[:3]]))
+            if reader is not None:
+                reader.take(walk[-1].relation)
             if depth == settings.max_hops:
                 preferred = [depth]  # the walk went all the way on purpose: its last hop holds the answer
                 break
@@ -478,6 +483,36 @@ class DotRAG:
             preferred = [len(walk)]
         paths = [p for d in preferred for p in layer_paths(layers, d)]
         return paths, walk, preferred
+
+    def _directed(self, edges, reader: WalkReader | None, anchor: int, depth: int, trace: dict):
+        """The hop's candidate edges less those walking a relation against the direction the question reads
+        (`kgr.methods.direction`), for each relation the frontier has edges of both ways; the readings go to the
+        trace."""
+        rids, near, far = edges
+        if reader is None or not len(rids):
+            return edges
+        store = self.store
+        forward = store.src[rids] == near
+        relations = store.relation_ids[rids]
+        keep = np.ones(len(rids), dtype=bool)
+        for relation in np.unique(relations).tolist():
+            along = relations == relation
+            if forward[along].all() or not forward[along].any():
+                continue  # one way only: the type already told the direction
+            label = store.relation_labels[relation]
+            direction, word = reader.direction(label)
+            if direction == EITHER:
+                continue
+            keep &= ~along | (forward == (direction == FORWARD))
+            trace.setdefault("directions", []).append(
+                {"anchor": store.names[anchor], "depth": depth, "relation": label, "word": word,
+                 "direction": "forward" if direction == FORWARD else "backward"})
+        return rids[keep], near[keep], far[keep]
+
+    @cached_property
+    def _siblings_as_links(self) -> bool:
+        """Whether the graph has no sibling label, so that a sibling is read as a parent's child."""
+        return not any(kin_kind(label_form(label).head) == "sibling" for label in self.store.relation_labels)
 
     def _conjoin(self, query: Query, paths: list[Path], alternatives: bool) -> tuple[list[Path], set[int] | None]:
         """With several bracketed mentions that each reached something, the paths to the entities reached from every
