@@ -130,6 +130,45 @@ def test_a_widened_pool_resolves_and_binds_its_whole_answer_set():
     assert states[0].status == "unresolved" and bindings == {}
 
 
+def test_directed_candidates_bind_after_the_whole_pool_decides():
+    # the sufficiency check reads the whole pool (N_eff 3 > gamma 2 here, settled on one relation); then the candidates
+    # against the constraint's direction bind nothing and leave the pool, unless none goes its way
+    plan = [c("A", "?x"), c("?x", "?y")]
+    retrieve, _ = pools_from({(0, (1,)): [(10, 0.5), (11, 0.5), (12, 0.5)], (1, (10, 12)): [(20, 0.9)]})
+    seen = []
+
+    def directed(i, source, pool):
+        seen.append((i, source))
+        return [cand.far != 11 for cand in pool]
+
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0,
+                                 widen=lambda i, sources, pool: pool if i == 0 else None, directed=directed)
+    assert states[0].n_eff == pytest.approx(3.0) and [cand.far for cand in states[0].pool] == [10, 12]
+    assert states[0].set_from == 2 and bindings == {"?x": [10, 12], "?y": [20]}
+    assert seen == [(0, "A"), (1, "?x")]
+    states, bindings = propagate(plan, {"A": [1]}, retrieve, temperature=0.1, gamma=2.0,
+                                 widen=lambda i, sources, pool: pool if i == 0 else None,
+                                 directed=lambda i, source, pool: [False] * len(pool))
+    assert bindings["?x"] == [10, 11, 12]  # none goes its way: the pool is kept (recall first)
+
+
+def test_a_variable_already_bound_takes_a_constraints_whole_answer_set_then_the_intersection():
+    # ?y is bound along the chain from A; B's pool is sufficient alone (it would bind its best, 21), but the
+    # intersection selects: B proposes its whole answer set
+    plan = [c("A", "?x"), c("?x", "?y"), c("B", "?y")]
+    retrieve, _ = pools_from({(0, (1,)): [(10, 0.9)], (1, (10,)): [(20, 0.6), (22, 0.6)],
+                              (2, (2,)): [(21, 0.9), (20, 0.3)]})
+    wholes = {2: [(21, 0.9), (20, 0.3), (22, 0.3)]}
+
+    def widen(i, sources, pool):
+        if i not in wholes:
+            return None
+        return [Candidate(rid=900 + j, near=sources[0], far=far, score=s) for j, (far, s) in enumerate(wholes[i])]
+
+    states, bindings = propagate(plan, {"A": [1], "B": [2]}, retrieve, temperature=0.1, gamma=2.0, widen=widen)
+    assert states[2].n_eff < 2 and bindings["?y"] == [20, 22]
+
+
 def test_passages_bind_the_variable_of_a_candidate_less_constraint():
     # The graph lost A's edge: constraint 0 finds nothing, its passages name 1 (A itself), 10 and 12; the chain goes on
     # from 10 and 12 while constraint 0 itself stays unresolved.
@@ -564,6 +603,42 @@ def test_the_word_nearest_the_mention_names_the_first_hop(packages):
     assert [k.relation for k in plan.constraints][:2] == ["depends on", "first released"]
     off = plan_question(with_csrag(packages, nearest_similarity=2.0), question)  # off: the residual alone decides
     assert off.constraints[0].relation == "first released"
+
+
+@pytest.fixture(scope="module")
+def dependencies(tmp_path_factory):
+    """Packages depending on each other both ways around `core`; each has a release year, so that packages are one
+    inferred type whichever way they depend."""
+    packages = ["core", "bytes", "logs", "web", "cli"]
+    yield from graph_context(tmp_path_factory.mktemp("dependencies"), [
+        ("core", "depends_on", "bytes"), ("core", "depends_on", "logs"), ("web", "depends_on", "core"),
+        ("cli", "depends_on", "core"), *((p, "first_released", str(2010 + i)) for i, p in enumerate(packages))])
+
+
+@pytest.mark.parametrize("question, answers, others", [
+    ("What does [core] depend on?", {"bytes", "logs"}, {"web", "cli"}),
+    ("Which packages depend on [core]?", {"web", "cli"}, {"bytes", "logs"}),
+])
+def test_a_relation_between_things_of_one_kind_binds_the_way_the_question_reads(dependencies, question, answers,
+                                                                                 others):
+    packages = dependencies
+    plan = plan_question(packages, query(question))
+    assert plan.constraints[0].relation == "depends on"
+    assert plan.constraints[0].direction == ("forward" if "does" in question else "backward")
+    assert Constraint.from_dict(plan.constraints[0].to_dict()) == plan.constraints[0]
+    record = CSRAG(packages).retrieve(query(question), plan=plan)
+    bound = set(record.trace["bindings"][plan.constraints[0].tail])
+    assert bound == answers and not bound & others
+    both = with_csrag(packages, read_direction=False)  # both ways, as before
+    plan = plan_question(both, query(question))
+    assert plan.constraints[0].direction == "" and "direction" not in plan.constraints[0].to_dict()
+    assert answers | others <= set(CSRAG(both).retrieve(query(question), plan=plan).trace["bindings"][
+        plan.constraints[0].tail])
+
+
+def test_a_constraint_direction_is_forward_backward_or_none():
+    with pytest.raises(ValueError, match="forward, backward or empty"):
+        Constraint.from_dict({"head": "A", "relation": "r", "tail": "?x", "direction": "up"})
 
 
 def test_a_sharing_cue_walks_the_last_relation_back_where_the_chain_would_end(packages):

@@ -201,7 +201,7 @@ def test_the_planning_settings_are_derived_from_the_config_field_metadata():
     }
     moved = {"max_hops", "hop_margin", "hop_floor", "global_margin", "synonym_similarity", "follow_min_edges",
              "follow_min_share", "min_coverage", "likely_labels", "prompt_relations"}
-    added = {"nearest_similarity", "answer_type", "hedge_walks"}  # CS-RAG's offline planner, since
+    added = {"nearest_similarity", "answer_type", "hedge_walks", "read_direction"}  # CS-RAG's offline planner, since
     assert {method: set(names) for method, names in PLANNING_SETTINGS.items()} == {
         "dotrag": kept_by_hand["dotrag"], "csrag": kept_by_hand["csrag"] | moved | added}
     # CS-RAG's offline planner matches mentions by anchors.min_similarity too (not in the hand-kept list), and walks

@@ -226,6 +226,16 @@ def step_word(form: LabelForm, words: QuestionTokens, free: list[int], previous:
     return min(named, key=lambda i: (words.distance(i, previous), -i)) if named else None
 
 
+def links_siblings(labels) -> bool:
+    """Whether a graph with these relation labels has none for siblings, so that a sibling is a parent's child."""
+    return not any(kin_kind(label_form(label).head) == "sibling" for label in labels)
+
+
+def name(direction: int) -> str:
+    """A direction as a record says it: "forward", "backward" or "" (either)."""
+    return {FORWARD: "forward", BACKWARD: "backward"}.get(direction, "")
+
+
 class WalkReader:
     """Reads, hop by hop, which way a walk from one anchor takes its relations: each hop's word is the nearest one
     naming its relation that no hop before took."""

@@ -54,6 +54,7 @@ class PlanIndex:
         self._label_token_counts = np.array([len(words) for words in label_tokens], dtype=np.int64)
         self.max_name_chars = max((len(name) for name in store.names), default=0)
         self._label_vectors: np.ndarray | None = None
+        self._label_rows: dict[str, np.ndarray] = {}  # per label words, the labels that have them (`label_rows`)
         self._token_index: dict[str, list[int]] | None = None
         self._follows: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}  # by (min edges, min share)
         self._follows_rows: dict[tuple[int, float], Any] = {}
@@ -66,6 +67,13 @@ class PlanIndex:
         """The vectors of single `words`, those the question's `vectors` lacks encoded in one call with `text` (not
         remembered across questions: what rides with what would then depend on the questions before)."""
         return dict(zip(words, vectors([text, *words])[1:]))
+
+    def label_rows(self, words: str) -> np.ndarray:
+        """Per label, whether its words are `words` (a constraint names its relation by them)."""
+        rows = self._label_rows.get(words)
+        if rows is None:
+            rows = self._label_rows[words] = np.array([w == words for w in self.label_words], dtype=bool)
+        return rows
 
     def labels_named_by(self, words: set[str]) -> np.ndarray:
         """Per label, whether `words` hold every content word of it (a label with none is named by nothing)."""

@@ -46,6 +46,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import content_tokens, mark_names
 from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
+from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
 from kgr.methods.graph_index import PlanIndex, of_type
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, step_query
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
     from kgr.config import CsragConfig
     from kgr.methods.base import Query
 
-WalkStep = tuple[str, str, list[str], list[int]]  # a walk's step: relation, type, variants, the entities it reached
+# a walk's step: relation, type, variants, the entities it reached, the direction it took ("": either)
+WalkStep = tuple[str, str, list[str], list[int], str]
 
 
 class ChainPlanner:
@@ -155,12 +157,12 @@ class ChainPlanner:
         """Append one constraint per step of a walk from `mention`, each from the last one's variable (named by its
         type, numbered apart by `names`), with up to `variants` phrasings; return the last variable."""
         index, head = self.index, mention
-        for relation, type_name, tied, _ in steps:
+        for relation, type_name, tied, _, direction in steps:
             word = variable_slug(type_name)
             names[word] = names.get(word, 0) + 1
             variable = f"?{word}{names[word]}"
             phrasings = [index.label_words[self._rows[r]] for r in dict.fromkeys([relation, *tied])]
-            constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, variants)]))
+            constraints.append(Constraint(head, phrasings[0], variable, phrasings[:max(1, variants)], direction))
             head = variable
         return head
 
@@ -182,10 +184,12 @@ class ChainPlanner:
         offered = {r for o in options for r in o.relations}
         steps = []
         frontier, walk = list(eids), []
+        reader = WalkReader(question, anchor.name, links_siblings(self.store.relation_labels)) \
+            if settings.read_direction else None
         while True:
             relation = self.relation_of(query, option)
-            frontier, walked, ends = self.follow(frontier, relation, option.type, walked)
-            steps.append((relation, option.type, tied, frontier))
+            frontier, walked, ends, direction = self.follow(frontier, relation, option.type, walked, reader)
+            steps.append((relation, option.type, tied, frontier, direction))
             walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
             if len(steps) >= policy.max_hops:
                 break
@@ -226,18 +230,27 @@ class ChainPlanner:
                                           [store.relation_labels[int(pairs[i, 1])] for i in ranked]))
         return found
 
-    def follow(self, eids: list[int], relation: str, type_name: str, walked: np.ndarray
-               ) -> tuple[list[int], np.ndarray, tuple[bool, bool]]:
+    def follow(self, eids: list[int], relation: str, type_name: str, walked: np.ndarray,
+               reader: WalkReader | None = None) -> tuple[list[int], np.ndarray, tuple[bool, bool], str]:
         """The entities of `type_name` the unwalked `relation` edges around `eids` reach (in edge order), the walked
-        edges with those, and whether they reached the edges' tails (walked forward) and their heads (backward)."""
+        edges with those, whether they reached the edges' tails (walked forward) and their heads (backward), and the
+        direction `reader` reads where they go both ways ("": either; the edges against it are not walked)."""
         store = self.store
-        rids, _, far = self.index.incident(eids)
+        rids, near, far = self.index.incident(eids)
         along = (store.relation_ids[rids] == self._rows[relation]) & ~np.isin(rids, walked)
-        rids, far = rids[along], far[along]
+        rids, near, far = rids[along], near[along], far[along]
         typed = of_type(store, far, store.type_names.index(type_name))
-        rids, far = rids[typed], far[typed]
+        rids, near, far = rids[typed], near[typed], far[typed]
+        forward = store.src[rids] == near
+        direction = EITHER
+        if reader is not None:
+            if forward.any() and not forward.all():
+                direction = reader.direction(relation)[0]
+            if direction != EITHER:
+                rids, far = rids[forward == (direction == FORWARD)], far[forward == (direction == FORWARD)]
+            reader.take(relation)
         ends = (bool((far == store.dst[rids]).any()), bool((far == store.src[rids]).any()))
-        return list(dict.fromkeys(far.tolist())), np.concatenate([walked, rids]), ends
+        return list(dict.fromkeys(far.tolist())), np.concatenate([walked, rids]), ends, name(direction)
 
     def goes_on(self, relation: str, ends: tuple[bool, bool], settings: "CsragConfig") -> bool:
         """Whether the graph goes on from `relation`'s ends the walk reached (`ends`: its tails, its heads) along
@@ -283,4 +296,4 @@ def meeting_points(mentions: list[str], anchors: dict[str, list[int]],
 
 def describe(steps: list[WalkStep]) -> str:
     """A walk in a plan's reason: each step's relation and type."""
-    return " -> ".join(f"{relation} ({kind})" for relation, kind, _, _ in steps)
+    return " -> ".join(f"{relation} ({kind})" for relation, kind, *_ in steps)

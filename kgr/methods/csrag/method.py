@@ -168,6 +168,7 @@ def propagate(
     recover: Callable[[int, dict[str, list[int]]], list[int]] | None = None,
     unsettled_binds: int = 0,
     widen: Callable[[int, list[int], list[Candidate]], list[Candidate] | None] | None = None,
+    directed: Callable[[int, str, list[Candidate]], list[bool]] | None = None,
 ) -> tuple[list[ConstraintState], dict[str, list[int]]]:
     """Run every constraint whose source is known until nothing more propagates; return states and bindings.
 
@@ -186,6 +187,9 @@ def propagate(
     `widen(index, source_entities, pool)`, when given, is asked about a pool that is not sufficient: it returns the
     whole answer set when the pool is settled on one relation (`settled_group`), which then resolves the constraint
     and binds every far endpoint, or None.
+    `directed(index, source, pool)`, when given, says which candidates go the way the constraint's direction reads
+    from `source`: once the constraint is decided (on the whole pool, as the sufficiency check was designed), those
+    against it bind nothing and leave the pool, unless none goes that way.
     """
     states = [ConstraintState(i) for i in range(len(constraints))]
     # a variable several constraints bind from entity mentions is their intersection: each proposes its whole answer
@@ -236,10 +240,17 @@ def propagate(
         state.pool = retrieve(i, state.sources, bindings)
         state.n_eff, ok = sufficient([c.score for c in state.pool], temperature, gamma)
         sufficient_pool = ok
-        whole = widen(i, state.sources, state.pool) if (not ok or target in joined) and widen is not None \
+        whole = widen(i, state.sources, state.pool) if (not ok or target in joined or target in bindings) \
+            and widen is not None \
             and state.pool else None
         if whole:
             state.set_from, state.pool, ok = len(state.pool), whole, True
+        keep = directed(i, source, state.pool) if directed is not None and state.pool else []
+        if any(keep) and not all(keep):
+            if state.set_from is not None:
+                state.set_from = sum(keep[:state.set_from])
+            state.pool = [c for c, k in zip(state.pool, keep) if k]
+            whole = state.pool if whole else whole
         if not ok:
             state.status = "unresolved"
             state.reason = "no candidates" if not state.pool else f"N_eff {state.n_eff:.2f} > gamma {gamma:g}"
@@ -553,11 +564,22 @@ class CSRAG:
                                        for e in store.name_index.get(normalize_name(name), [])))
             return self.fitting_bindings(named, i, plan, bound, vectors)
 
+        def directed(i: int, source: str, pool: list[Candidate]) -> list[bool]:
+            """Per candidate, whether it goes the way the constraint reads from `source` (its relation's edges the
+            other way answer another question: what depends on X, not what X depends on)."""
+            c = plan.constraints[i]
+            if not c.direction:
+                return [True] * len(pool)
+            along = self.index.label_rows(c.relation)
+            subject_side = (c.direction == "forward") == (source == c.head)  # the source is the triples' subject
+            return [not along[store.relation_ids[p.rid]] or (int(store.src[p.rid]) == p.near) == subject_side
+                    for p in pool]
+
         states, bindings = propagate(plan.constraints, anchors, retrieve_constraint, settings.temperature,
                                      settings.gamma, on_decided,
                                      recover=named_in_passages if has_passages and settings.bind_from_passages
                                      else None, unsettled_binds=0 if has_passages else settings.graph_recovery,
-                                     widen=answer_set if settings.set_answers else None)
+                                     widen=answer_set if settings.set_answers else None, directed=directed)
         agreed = keep_agreed(states, bindings)
         watch.lap("constraints")
 

@@ -71,6 +71,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, kin_class, possessive_chain,
                          question_words, sharing_cue, tokens, whole_word, without_relative_wh)
+from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
 from kgr.methods.graph_index import PlanIndex
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
@@ -91,8 +92,9 @@ if TYPE_CHECKING:
 # reaches another mention meets it there, both constraining the answer (`chains.meeting_points`); 16: an unsure walk
 # is followed by the walks of the policy's next first steps (`csrag.hedge_walks`); 17: a sure one by those near-tied;
 # 18: a noun naming the answer's kind names the type the graph's labels call it (`offline.TypeLooks`); 19: a walk whose
-# best stop is not of the kind such a noun names goes on toward it (`OfflinePolicy.review`)
-PLAN_VERSION = 19
+# best stop is not of the kind such a noun names goes on toward it (`OfflinePolicy.review`); 20: a constraint along a
+# relation between things of one kind keeps the direction the question reads (`Constraint.direction`)
+PLAN_VERSION = 20
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -137,15 +139,23 @@ class Constraint:
     relation: str
     tail: str
     variants: list[str] = field(default_factory=list)
+    # "forward": the head is the subject of the relation's stored triples, "backward" their object, "": either (read
+    # from the question for a relation between things of one kind: `kgr.methods.direction`)
+    direction: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"head": self.head, "relation": self.relation, "tail": self.tail, "variants": list(self.variants)}
+        data = {"head": self.head, "relation": self.relation, "tail": self.tail, "variants": list(self.variants)}
+        return {**data, "direction": self.direction} if self.direction else data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Constraint":
         variants = [str(v) for v in data.get("variants") or data.get("relations") or []]
         relation = str(data.get("relation") or (variants[0] if variants else ""))
-        return cls(str(data["head"]), relation, str(data["tail"]), variants or ([relation] if relation else []))
+        direction = str(data.get("direction") or "")
+        if direction not in ("", "forward", "backward"):
+            raise ValueError(f"a constraint's direction is forward, backward or empty, not {direction!r}")
+        return cls(str(data["head"]), relation, str(data["tail"]), variants or ([relation] if relation else []),
+                   direction)
 
     def text(self) -> str:
         return f"({self.head}, {self.relation}, {self.tail})"
@@ -429,6 +439,17 @@ def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
     return variable_slug(ranked[0])
 
 
+def _directed(chosen: np.ndarray, forward: np.ndarray, reader: WalkReader, relation: str) -> tuple[np.ndarray, str]:
+    """The `chosen` edges (`forward`: walked from their subject) less those against the direction the question reads
+    for `relation`, and that direction ("" where the edges go one way only or the question reads none)."""
+    if forward[chosen].all() or not forward[chosen].any():
+        return chosen, ""
+    direction = reader.direction(relation)[0]
+    if direction == EITHER:
+        return chosen, ""
+    return chosen & (forward == (direction == FORWARD)), name(direction)
+
+
 def variable_slug(text: str) -> str:
     """Text as a variable name: `place of birth` -> `place_of_birth` (`x` if nothing usable is left)."""
     word = re.sub(r"\W+", "_", text.casefold()).strip("_")
@@ -484,10 +505,12 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         went_back = not sharing  # a sharing cue walks the chain's last label back once where the chain would end
         reached_kind = False  # a hop has led to the answer's kind: the kind word asks for no further hop
+        reader = WalkReader(query.text, mention, links_siblings(store.relation_labels)) if settings.read_direction \
+            else None
         for hop in range(1, max_hops + 1):
-            rids, _, far = index.incident(frontier)
+            rids, near, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
-            rids, far = rids[keep], far[keep]
+            rids, near, far = rids[keep], near[keep], far[keep]
             labels = np.unique(store.relation_ids[rids])
             back = not went_back and hop > 1 and walked_labels[-1] in labels
             if hop > 1 and asked_words and not content_tokens(remaining) and not back:
@@ -568,6 +591,9 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                     and not reaches_kind[order[0]]:
                 break
             chosen = store.relation_ids[rids] == best
+            direction = ""
+            if reader is not None:
+                chosen, direction = _directed(chosen, store.src[rids] == near, reader, store.relation_labels[best])
             targets = list(dict.fromkeys(far[chosen].tolist()))
             word = _type_word(store, targets, index.label_words[best]) if targets else \
                 variable_slug(index.label_words[best])
@@ -579,7 +605,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             if source == "vocabulary" or possessed is not None:
                 top = [i for i in top if rank[i] >= rank[order[0]] - margin]
             words = [index.label_words[int(labels[i])] for i in top]
-            constraints.append(Constraint(head, index.label_words[best], variable, words))
+            constraints.append(Constraint(head, index.label_words[best], variable, words, direction))
             walked.update(rids[chosen].tolist())
             if targets:
                 forward = store.dst[rids[chosen]] == far[chosen]
@@ -589,6 +615,8 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             frontier, head = targets, variable
             reached_kind = reached_kind or (of_kind is not None and _mostly(of_kind, targets))
             walked_labels.append(best)
+            if reader is not None:
+                reader.take(store.relation_labels[best])
             # the hop rule weighs further hops against how well the question, not a noun, asks for the first
             first_score = float(question_fit[best]) if first_score is None else first_score
             last_noun = (possessed, possessed_noun) if possessed is not None else None

@@ -15,7 +15,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
-from kgr.methods.direction import EITHER, FORWARD, WalkReader, kin_kind, label_form
+from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
 from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import LLMPolicy, RandomPolicy
 from kgr.methods.graph_index import most_like, plan_index, to_named_kind
@@ -506,13 +506,13 @@ class DotRAG:
             keep &= ~along | (forward == (direction == FORWARD))
             trace.setdefault("directions", []).append(
                 {"anchor": store.names[anchor], "depth": depth, "relation": label, "word": word,
-                 "direction": "forward" if direction == FORWARD else "backward"})
+                 "direction": name(direction)})
         return rids[keep], near[keep], far[keep]
 
     @cached_property
     def _siblings_as_links(self) -> bool:
         """Whether the graph has no sibling label, so that a sibling is read as a parent's child."""
-        return not any(kin_kind(label_form(label).head) == "sibling" for label in self.store.relation_labels)
+        return links_siblings(self.store.relation_labels)
 
     def _conjoin(self, query: Query, paths: list[Path], alternatives: bool) -> tuple[list[Path], set[int] | None]:
         """With several bracketed mentions that each reached something, the paths to the entities reached from every
