@@ -25,6 +25,8 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from kgr.graph import inverse_base, relation_words
 from kgr.lexicon import (FUNCTION_WORDS, HYPHENATED_WORD, POSSESSIVE, QUESTION_WORDS, SIBLING_LINKS, around_mention,
                          is_sibling_word, kin_class, kin_nouns)
@@ -250,6 +252,17 @@ class WalkReader:
         form = label_form(relation)
         at = step_word(form, self.words, self._free, self._previous)
         return (EITHER, None) if at is None else (read_direction(form, self.words, at), self.words.tokens[at])
+
+    def keep(self, relation: str, forward: np.ndarray) -> tuple[np.ndarray, int]:
+        """Which of this hop's edges along `relation` (`forward`: walked from the triple's subject) go the way the
+        question reads, and that direction: all of them, `EITHER`, where they go one way only (the type tells) or
+        the question reads none."""
+        if forward.all() or not forward.any():
+            return np.ones(len(forward), dtype=bool), EITHER
+        direction = self.direction(relation)[0]
+        if direction == EITHER:
+            return np.ones(len(forward), dtype=bool), EITHER
+        return forward == (direction == FORWARD), direction
 
     def take(self, relation: str) -> None:
         """The hop went along `relation`: its word is taken, and the next hop's word is sought from there."""

@@ -46,7 +46,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import content_tokens, mark_names
 from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
-from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
 from kgr.methods.graph_index import PlanIndex, of_type
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, step_query
@@ -241,13 +241,10 @@ class ChainPlanner:
         rids, near, far = rids[along], near[along], far[along]
         typed = of_type(store, far, store.type_names.index(type_name))
         rids, near, far = rids[typed], near[typed], far[typed]
-        forward = store.src[rids] == near
         direction = EITHER
         if reader is not None:
-            if forward.any() and not forward.all():
-                direction = reader.direction(relation)[0]
-            if direction != EITHER:
-                rids, far = rids[forward == (direction == FORWARD)], far[forward == (direction == FORWARD)]
+            kept, direction = reader.keep(relation, store.src[rids] == near)
+            rids, far = rids[kept], far[kept]
             reader.take(relation)
         ends = (bool((far == store.dst[rids]).any()), bool((far == store.src[rids]).any()))
         return list(dict.fromkeys(far.tolist())), np.concatenate([walked, rids]), ends, name(direction)

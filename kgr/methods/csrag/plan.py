@@ -71,7 +71,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, kin_class, possessive_chain,
                          question_words, sharing_cue, tokens, whole_word, without_relative_wh)
-from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
 from kgr.methods.graph_index import PlanIndex
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
@@ -439,17 +439,6 @@ def _type_word(store: GraphStore, eids: list[int], label: str) -> str:
     return variable_slug(ranked[0])
 
 
-def _directed(chosen: np.ndarray, forward: np.ndarray, reader: WalkReader, relation: str) -> tuple[np.ndarray, str]:
-    """The `chosen` edges (`forward`: walked from their subject) less those against the direction the question reads
-    for `relation`, and that direction ("" where the edges go one way only or the question reads none)."""
-    if forward[chosen].all() or not forward[chosen].any():
-        return chosen, ""
-    direction = reader.direction(relation)[0]
-    if direction == EITHER:
-        return chosen, ""
-    return chosen & (forward == (direction == FORWARD)), name(direction)
-
-
 def variable_slug(text: str) -> str:
     """Text as a variable name: `place of birth` -> `place_of_birth` (`x` if nothing usable is left)."""
     word = re.sub(r"\W+", "_", text.casefold()).strip("_")
@@ -591,9 +580,10 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
                     and not reaches_kind[order[0]]:
                 break
             chosen = store.relation_ids[rids] == best
-            direction = ""
+            direction = EITHER
             if reader is not None:
-                chosen, direction = _directed(chosen, store.src[rids] == near, reader, store.relation_labels[best])
+                from_subject = store.src[rids[chosen]] == near[chosen]
+                chosen[chosen], direction = reader.keep(store.relation_labels[best], from_subject)
             targets = list(dict.fromkeys(far[chosen].tolist()))
             word = _type_word(store, targets, index.label_words[best]) if targets else \
                 variable_slug(index.label_words[best])
@@ -605,7 +595,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             if source == "vocabulary" or possessed is not None:
                 top = [i for i in top if rank[i] >= rank[order[0]] - margin]
             words = [index.label_words[int(labels[i])] for i in top]
-            constraints.append(Constraint(head, index.label_words[best], variable, words, direction))
+            constraints.append(Constraint(head, index.label_words[best], variable, words, name(direction)))
             walked.update(rids[chosen].tolist())
             if targets:
                 forward = store.dst[rids[chosen]] == far[chosen]

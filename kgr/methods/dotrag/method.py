@@ -15,7 +15,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
-from kgr.methods.direction import EITHER, FORWARD, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
 from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import LLMPolicy, RandomPolicy
 from kgr.methods.graph_index import most_like, plan_index, to_named_kind
@@ -497,16 +497,12 @@ class DotRAG:
         keep = np.ones(len(rids), dtype=bool)
         for relation in np.unique(relations).tolist():
             along = relations == relation
-            if forward[along].all() or not forward[along].any():
-                continue  # one way only: the type already told the direction
             label = store.relation_labels[relation]
-            direction, word = reader.direction(label)
-            if direction == EITHER:
-                continue
-            keep &= ~along | (forward == (direction == FORWARD))
-            trace.setdefault("directions", []).append(
-                {"anchor": store.names[anchor], "depth": depth, "relation": label, "word": word,
-                 "direction": name(direction)})
+            keep[along], direction = reader.keep(label, forward[along])
+            if direction != EITHER:
+                trace.setdefault("directions", []).append(
+                    {"anchor": store.names[anchor], "depth": depth, "relation": label,
+                     "word": reader.direction(label)[1], "direction": name(direction)})
         return rids[keep], near[keep], far[keep]
 
     @cached_property
