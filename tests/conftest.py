@@ -137,3 +137,32 @@ def build_sourced(root: Path, passages: dict[str, str], reach: bool = False) -> 
         if reach:
             run_reach(project)
     return root / "project"
+
+
+def dotrag_over(root: Path, triples: list[tuple[str, str, str]]):
+    """A factory DotRAG(**dotrag settings) over a project ingested from `triples` (no schema) with its reachability
+    map, under `root` (yields; closes the project)."""
+    import json
+
+    from kgr.config import load_config
+    from kgr.ingest.stage import IngestOptions, run_ingest
+    from kgr.methods.base import RunContext
+    from kgr.methods.dotrag.method import DotRAG
+    from kgr.project import Project
+    from kgr.reach_stage import run_reach
+    from kgr.store import GraphStore
+
+    path = root / "triples.jsonl"
+    path.write_text("".join(json.dumps({"subject": h, "relation": r, "object": t}) + "\n" for h, r, t in triples),
+                    encoding="utf-8")
+    with Project.open(root / "project", write=True, create=True) as project:
+        run_ingest(project, IngestOptions([path]))
+        run_reach(project)
+    with Project.open(root / "project") as project:
+        store = GraphStore(project)
+
+        def make(**settings) -> DotRAG:
+            config = load_config(project.root, {f"dotrag.{k}": v for k, v in settings.items()})
+            return DotRAG(RunContext(project, config, store, "retrieve"))
+
+        yield make

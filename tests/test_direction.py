@@ -3,9 +3,8 @@ walking it that way."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import dotrag_over
 
 from kgr.methods.direction import (BACKWARD, EITHER, FORWARD, QuestionTokens, WalkReader, agent_noun, label_form,
                                    read_direction)
@@ -129,34 +128,12 @@ def test_read_direction_takes_the_mention_side_for_the_frontier():
 @pytest.fixture(scope="module")
 def dependencies(tmp_path_factory):
     """DotRAG(**dotrag settings) over packages that depend on each other, both ways around `core`."""
-    from kgr.config import load_config
-    from kgr.ingest.stage import IngestOptions, run_ingest
-    from kgr.methods.base import RunContext
-    from kgr.methods.dotrag.method import DotRAG
-    from kgr.project import Project
-    from kgr.reach_stage import run_reach
-    from kgr.store import GraphStore
-
-    root = tmp_path_factory.mktemp("dependencies")
     triples = [("core", "depends_on", "bytes"), ("core", "depends_on", "logs"),
                ("web", "depends_on", "core"), ("cli", "depends_on", "core"), ("orm", "depends_on", "core"),
                ("web", "licensed_under", "MIT"), ("core", "licensed_under", "MIT"), ("bytes", "licensed_under", "BSD")]
     # every package has a release year, so that packages are one inferred type whichever way they depend
     triples += [(p, "first_released", str(2010 + i)) for i, p in enumerate(["core", "bytes", "logs", "web", "cli", "orm"])]
-    path = root / "triples.jsonl"
-    path.write_text("".join(json.dumps({"subject": h, "relation": r, "object": t}) + "\n" for h, r, t in triples),
-                    encoding="utf-8")
-    with Project.open(root / "project", write=True, create=True) as project:
-        run_ingest(project, IngestOptions([path]))
-        run_reach(project)
-    with Project.open(root / "project") as project:
-        store = GraphStore(project)
-
-        def make(**settings) -> DotRAG:
-            config = load_config(project.root, {f"dotrag.{k}": v for k, v in settings.items()})
-            return DotRAG(RunContext(project, config, store, "retrieve"))
-
-        yield make
+    yield from dotrag_over(tmp_path_factory.mktemp("dependencies"), triples)
 
 
 @pytest.mark.parametrize("question, answers, others", [

@@ -688,3 +688,29 @@ def test_a_first_hop_under_the_floor_is_a_warning_in_the_record(dotrag):
     assert any("under dotrag.min_similarity" in w for w in record.warnings)
     assert not any("under dotrag.min_similarity" in w for w in ask(dotrag(), "who directed [Dark Harbor]").warnings)
 
+
+
+# -- an inferred type holding several kinds -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def transit(tmp_path_factory):
+    """Stations in districts in a city, no schema: stations and districts are both `located in:subject` (the type of
+    what is located somewhere), and only the stations are called `adjacent station`."""
+    from conftest import dotrag_over
+
+    stations = ["Tellplatz", "Kannenfeld", "Voltamatte", "Lysbuechel", "Zoo Dorenbach", "Birskoepfli"]
+    triples = [(s, "located in", "Iselin" if i < 3 else "Gundeldingen") for i, s in enumerate(stations)]
+    triples += [(a, "adjacent station", b) for a, b in zip(stations, stations[1:])]
+    triples += [("Iselin", "located in", "Basel"), ("Gundeldingen", "located in", "Basel"),
+                ("Basel", "located in", "Switzerland"), ("Basel", "population", "177000")]
+    yield from dotrag_over(tmp_path_factory.mktemp("transit"), triples)
+
+
+def test_a_kind_noun_walks_on_past_entities_the_graph_does_not_call_so(transit):
+    # the walk from Basel stops at its districts, whose type the noun "stations" names (its members are called
+    # `adjacent station`); but none of the districts is: the walk goes on to the stations, the districts ranked first
+    record = transit().retrieve(Query("q", "Which stations are in [Basel]?"))
+    reached = {p["entities"][-1] for p in record.paths}
+    assert {"Tellplatz", "Birskoepfli", "Kannenfeld"} <= reached and {"Iselin", "Gundeldingen"} <= reached
+    walk = record.trace["trajectories"][0]
+    assert [h["relation"] for h in walk["hops"]] == ["located in", "located in"] and walk["preferred_depths"] == [1, 2]
+    assert walk["hops"][0]["called"] == ["located in"] and "adjacent station" in walk["hops"][1]["called"]

@@ -131,6 +131,20 @@ def test_most_like_scores_the_first_limit_relationships_outside_those_taken_and_
     assert best[0][0] == 6 and not cut
 
 
+def test_what_the_graph_calls_an_entity_is_the_labels_it_is_an_object_of():
+    names = ["S1", "S2", "D1", "Basel", "CH"]
+    labels = ("adjacent station", "located in", "located_in_inverse")
+    src = np.array([0, 0, 1, 2, 4])  # S1 - S2 adjacent; S1, S2 in D1; D1 in Basel; CH "contains" Basel (an inverse twin)
+    dst = np.array([1, 2, 2, 3, 3])
+    store = SimpleNamespace(num_entities=len(names), src=src, dst=dst, relation_ids=np.array([0, 1, 1, 1, 2]),
+                            relation_labels=list(labels), names=names, name_index={})
+    index = PlanIndex(store)
+    assert index.called([1]) == ["adjacent station"]  # S2
+    assert index.called([2]) == ["located in"]  # D1: a district is no station, though both are "located in" something
+    assert index.called([3]) == ["located in"]  # an inverse twin calls its base relation's subjects nothing
+    assert index.called([0]) == [] and index.called([1, 2]) == ["adjacent station", "located in"]
+
+
 @pytest.fixture(scope="module")
 def movies(tmp_path_factory):
     """(store, offline policy) of the tiny movie graph (with its schema: actor, director, genre, movie, ...)."""

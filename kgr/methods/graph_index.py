@@ -10,13 +10,14 @@ import bisect
 import threading
 import weakref
 from collections import Counter
+from functools import cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from kgr.embed import TextVectors
-from kgr.graph import normalize_name, relation_words
+from kgr.graph import inverse_base, normalize_name, relation_words
 from kgr.lexicon import CHUNK, NON_WORD, PARENTHESIS, WORD, bounded, content_tokens
 from kgr.methods.offline.decisions import AnchorOption, Policy
 from kgr.ranking import top_k
@@ -68,6 +69,27 @@ class PlanIndex:
         remembered across questions: what rides with what would then depend on the questions before)."""
         return dict(zip(words, vectors([text, *words])[1:]))
 
+    def called(self, eids) -> list[str]:
+        """The words of the relation labels `eids` are objects of, anywhere in the graph, sorted: what the graph calls
+        them (`adjacent station`); an `_inverse` twin calls its base relation's subjects nothing."""
+        indptr, relations = self._objects_of
+        entries, _ = csr_entries(indptr, np.asarray(eids, dtype=np.int64))
+        return sorted({self._plain_labels[r] for r in np.unique(relations[entries]).tolist()} - {""})
+
+    @cached_property
+    def _objects_of(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per entity, the distinct relations it is an object of (a CSR: row pointers, relation ids)."""
+        store = self.store
+        pairs = np.unique(np.stack([store.dst.astype(np.int64), store.relation_ids.astype(np.int64)], axis=1), axis=0)
+        indptr = np.zeros(store.num_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pairs[:, 0], minlength=store.num_entities), out=indptr[1:])
+        return indptr, pairs[:, 1]
+
+    @cached_property
+    def _plain_labels(self) -> list[str]:
+        """Each relation label's words, "" for an `_inverse` twin."""
+        return ["" if inverse_base(words) else words for words in self.label_words]
+
     def label_rows(self, words: str) -> np.ndarray:
         """Per label, whether its words are `words` (a constraint names its relation by them)."""
         rows = self._label_rows.get(words)
@@ -88,7 +110,7 @@ class PlanIndex:
         """Build every per-store structure now (label vectors: seconds on an open vocabulary), so that the first
         question does not pay for them on its clock; `walk`: also the passage walk's matrix."""
         self.follows_rows(settings.follow_min_edges, settings.follow_min_share)
-        _ = self.label_vectors, self.token_index, self.titles, self.name_prefixes
+        _ = self.label_vectors, self.token_index, self.titles, self.name_prefixes, self._objects_of
         if walk:
             self.warm_passage_ranking()
 

@@ -190,7 +190,8 @@ class ChainPlanner:
             relation = self.relation_of(query, option)
             frontier, walked, ends, direction = self.follow(frontier, relation, option.type, walked, reader)
             steps.append((relation, option.type, tied, frontier, direction))
-            walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier)))
+            walk.append(HopSummary(len(walk) + 1, option.type, query, relation, len(frontier),
+                                   called=self.index.called(frontier)))
             if len(steps) >= policy.max_hops:
                 break
             options = self.options(frontier, walked)

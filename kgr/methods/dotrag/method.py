@@ -134,7 +134,7 @@ class DotRAG:
     def _warm(self, tally: Counter) -> None:
         """Encode the relation labels, the policy's graph texts (`Policy.warm`: the offline policy's schema texts) and
         the hop queries it may write (`Policy.hop_queries`: the offline policy's, one per step the graph holds), and
-        build the passage walk, before any question is timed: each is a per-graph cost (seconds on an open vocabulary
+        build what the graph calls each entity (`PlanIndex.called`) and the passage walk, before any question is timed: each is a per-graph cost (seconds on an open vocabulary
         of thousands of phrasings) the first question would pay, and the encoded ones are kept in the project's phrase
         cache for the next run."""
         if self.settings.label_weight > 0 or self.settings.label_margin > 0:
@@ -143,6 +143,7 @@ class DotRAG:
             self.policy.warm()
         # encoded as a question's texts are (none for a policy that writes no hop queries of its own)
         self._vectors.keep(self.policy.hop_queries((r, b) for _, r, b in tally), as_queries=True)
+        plan_index(self.store).called(())
         if self.store.passages and self.settings.passages:
             plan_index(self.store).warm_passage_ranking()
 
@@ -462,7 +463,7 @@ class DotRAG:
             frontier = np.unique(far).astype(np.int32)
             type_name, hop_query = branches[0][0], branches[0][1]
             walk.append(HopSummary(depth, type_name, hop_query, store.relation_of(int(rids[0])), len(rids),
-                                   [store.relationship_texts[r] for r in rids[:3]]))
+                                   [store.relationship_texts[r] for r in rids[:3]], plan_index(store).called(frontier)))
             if reader is not None:
                 reader.take(walk[-1].relation)
             if depth == settings.max_hops:

@@ -37,6 +37,9 @@ class HopSummary:
     relation: str  # the relation of the kept relationship most similar to the hop's query
     kept: int
     examples: list[str] = field(default_factory=list)
+    # the words of the relation labels the reached entities are objects of, anywhere in the graph (what the graph
+    # calls them: `adjacent station`); None: not looked up
+    called: list[str] | None = None
 
 
 @dataclass

@@ -317,7 +317,7 @@ class OfflinePolicy(Policy):
         # recall first: a noun naming the answer's kind ("which country") names a type the stop does not end at: the
         # walk goes on toward it, keeping the stop, ranked first, and every depth walked after it ("which country is
         # [X] in" stops at X's district, `located in` explaining "country" 0.40, while the country is two hops further)
-        toward = self._toward_named_kind(scorer, done, best_stop, ids[len(done):], lengths[len(done):])
+        toward = self._toward_named_kind(scorer, walk, best_stop, ids[len(done):], lengths[len(done):])
         if toward is True:
             return Stop(walked_on)
         if toward is not None:
@@ -326,16 +326,26 @@ class OfflinePolicy(Policy):
             return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
         return Stop(walked_on if unexplained else [best_stop + 1])
 
-    def _toward_named_kind(self, scorer: "ChainScorer", done: Chain, best_stop: int, ids: np.ndarray,
+    def _toward_named_kind(self, scorer: "ChainScorer", walk: list[HopSummary], best_stop: int, ids: np.ndarray,
                            lengths: np.ndarray) -> np.ndarray | bool | None:
         """When a noun naming the answer's kind names some type but not the best stop's: True if the walk has reached
         one since, else per continuing chain whether it ends at one (None: no such noun, the stop is at one, or no
         continuation reaches one)."""
         named = scorer.named_by_kind_nouns()
         numbers = self._steps
-        if named is None or named[numbers.type_number(done[best_stop][1])]:  # walked types are numbered in `named`
+
+        def reached(hop: HopSummary) -> bool:
+            """Whether the hop reached the named kind: its type is named, and unless the type is named by its own name,
+            some entity it reached is called so (an inferred type may hold several kinds: districts and stations are
+            both `located in ...:subject`, only stations are called `adjacent station`)."""
+            if not named[numbers.type_number(hop.type)]:  # walked types are numbered in `named`
+                return False
+            labels = scorer.kind_label_words(hop.type)
+            return labels is None or hop.called is None or not labels.isdisjoint(hop.called)
+
+        if named is None or reached(walk[best_stop]):
             return None
-        if any(named[numbers.type_number(t)] for _, t in done[best_stop + 1:]):
+        if any(reached(hop) for hop in walk[best_stop + 1:]):
             return True
         if not len(lengths):
             return None
@@ -813,6 +823,23 @@ class ChainScorer:
         by_number = np.array([self._noun_names[rows[t]] if t in rows else False for t in self._numbers.type_names],
                              dtype=bool)
         return by_number if by_number.any() else None
+
+    def kind_label_words(self, type_name: str) -> frozenset[str] | None:
+        """The words of the type's naming labels a noun naming the answer's kind names clearly (at
+        `confident_similarity`), for a type such a noun names by them; None when the noun names it by its own (schema)
+        name, or the type has no naming label."""
+        looks, reading = self._looks, self.reading
+        row = None if looks is None else looks.rows.get(type_name)
+        nouns = [w for w, noun in zip(reading.answer_words, self._kind_nouns()) if noun]
+        if row is None or not nouns or not len(looks.labels[row]) or reading.vectors is None:
+            return None
+        texts = [looks.name_texts[i] for i in looks.labels[row]]
+        sims = reading.vectors[nouns] @ self._vector(texts).T
+        if looks.own[row] >= 0:
+            own = reading.vectors[nouns] @ self._vector([looks.name_texts[looks.own[row]]]).T
+            if own.max() >= sims.max():
+                return None
+        return frozenset(t for t, s in zip(texts, sims.max(axis=0)) if s >= self.settings.confident_similarity)
 
     def _kind_nouns(self) -> np.ndarray:
         """Per answer-kind word, whether it is a noun ("which stations"), not a wh-word ("when"): only a noun is read
