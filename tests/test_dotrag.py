@@ -702,6 +702,8 @@ def transit(tmp_path_factory):
     triples += [(a, "adjacent station", b) for a, b in zip(stations, stations[1:])]
     triples += [("Iselin", "located in", "Basel"), ("Gundeldingen", "located in", "Basel"),
                 ("Basel", "located in", "Switzerland"), ("Basel", "population", "177000")]
+    triples += [(s, "connecting line", "Green Line") for s in stations[:5]]  # its stations, and its two ends
+    triples += [("Green Line", "terminus", stations[0]), ("Green Line", "terminus", stations[4])]
     yield from dotrag_over(tmp_path_factory.mktemp("transit"), triples)
 
 
@@ -714,3 +716,12 @@ def test_a_kind_noun_walks_on_past_entities_the_graph_does_not_call_so(transit):
     walk = record.trace["trajectories"][0]
     assert [h["relation"] for h in walk["hops"]] == ["located in", "located in"] and walk["preferred_depths"] == [1, 2]
     assert walk["hops"][0]["called"] == ["located in"] and "adjacent station" in walk["hops"][1]["called"]
+
+
+def test_a_noun_naming_the_answers_kind_tells_no_relation_to_that_kind_from_another(transit):
+    # "stations" names the stations' type, reached from a line by `terminus` and `connecting line` alike; it is nearer
+    # `terminus` only because a terminus is a station, so both first relations are walked, not the two ends alone
+    record = transit().retrieve(Query("q", "Which stations are on the [Green Line]?"))
+    first = {h["hops"][0]["relation"] for h in record.trace["trajectories"]}
+    assert {"terminus", "connecting line"} <= first
+    assert {"Tellplatz", "Kannenfeld", "Voltamatte", "Lysbuechel", "Zoo Dorenbach"} <= set(record.entities)

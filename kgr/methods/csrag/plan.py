@@ -93,8 +93,10 @@ if TYPE_CHECKING:
 # is followed by the walks of the policy's next first steps (`csrag.hedge_walks`); 17: a sure one by those near-tied;
 # 18: a noun naming the answer's kind names the type the graph's labels call it (`offline.TypeLooks`); 19: a walk whose
 # best stop is not of the kind such a noun names goes on toward it (`OfflinePolicy.review`); 20: a constraint along a
-# relation between things of one kind keeps the direction the question reads (`Constraint.direction`)
-PLAN_VERSION = 20
+# relation between things of one kind keeps the direction the question reads (`Constraint.direction`); 21: a walk goes
+# on past entities the graph does not call what the kind noun names (`HopSummary.called`), and the kind noun tells no
+# first relation into its type from another (`ChainScorer.affinity`)
+PLAN_VERSION = 21
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

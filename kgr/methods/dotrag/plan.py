@@ -33,7 +33,8 @@ from kgr.errors import KgrError
 # 18: a near tie is a gap strictly under tie_margin, whatever the rounding (offline.within_margin)
 # 19: "what does [X] do" asks for an occupation (lexicon.ACTIVITY_QUESTION)
 # 20: a noun naming the answer's kind names the type the graph's labels call it (offline.TypeLooks)
-PLAN_VERSION = 20
+# 21: such a noun tells no first relation into that type from another (`ChainScorer.affinity`): near-tied, both walked
+PLAN_VERSION = 21
 
 
 @dataclass(frozen=True)

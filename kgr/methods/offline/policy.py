@@ -970,13 +970,17 @@ class ChainScorer:
         return sims
 
     def affinity(self, relation: str) -> float:
-        """How well the relation's own words match the question's best word (orders tied choices)."""
-        if self.reading.vectors is None:
+        """How well the relation's own words match the question's best word, not one naming the answer's kind (orders
+        tied choices: "which stations are on [X]" says nothing of `terminus` or `connecting line`, both reaching
+        stations; "stations" is nearer a terminus only because a terminus is a station)."""
+        reading = self.reading
+        words = [i for i in range(len(reading.words)) if i not in reading.answer_words]
+        if reading.vectors is None or not words:
             return 0.0
         found = self._affinities.get(relation)
         if found is None:
             found = self._affinities[relation] = float(
-                (self.reading.vectors @ self._vector([label_words(relation) or relation])[0]).max())
+                (reading.vectors[words] @ self._vector([label_words(relation) or relation])[0]).max())
         return found
 
     def best_match(self, steps: list[tuple[str, str]]) -> float | None:
