@@ -41,6 +41,7 @@ def first_hop(question: str, anchor: str, relation: str, siblings_as_links: bool
     ("Which papers cite [X]?", "CITES", BACKWARD),
     ("Which papers were cited by [X]?", "CITES", FORWARD),
     ("Which papers is [X] cited by?", "CITES", BACKWARD),
+    ("[X] is cited in which papers?", "CITES", BACKWARD),  # a form of "be" before the participle: passive
     ("Whom did [X] advise?", "ADVISED", FORWARD),
     # a label in the passive names its subject by the verb's object
     ("What superseded [X]?", "superseded_by", FORWARD),
