@@ -80,10 +80,13 @@ class PlanIndex:
     def _objects_of(self) -> tuple[np.ndarray, np.ndarray]:
         """Per entity, the distinct relations it is an object of (a CSR: row pointers, relation ids)."""
         store = self.store
-        pairs = np.unique(np.stack([store.dst.astype(np.int64), store.relation_ids.astype(np.int64)], axis=1), axis=0)
+        labels = max(len(store.relation_labels), 1)
+        # one sort of (object, relation) pairs as single keys: a 1-d sort, not a row sort of a pairs matrix
+        keys = np.unique(store.dst.astype(np.int64) * labels + store.relation_ids.astype(np.int64))
+        objects, relations = np.divmod(keys, labels)
         indptr = np.zeros(store.num_entities + 1, dtype=np.int64)
-        np.cumsum(np.bincount(pairs[:, 0], minlength=store.num_entities), out=indptr[1:])
-        return indptr, pairs[:, 1]
+        np.cumsum(np.bincount(objects, minlength=store.num_entities), out=indptr[1:])
+        return indptr, relations
 
     @cached_property
     def _plain_labels(self) -> list[str]:
