@@ -192,13 +192,24 @@ KIN_CLASSES = {
     "parent": ("father", "mother", "dad", "daddy", "mum", "mom", "mummy", "mommy"),
 }
 _KIN_CLASS = {member: generic for generic, members in KIN_CLASSES.items() for member in members}
-GENERIC_KIN = frozenset({*KIN_CLASSES, "parents", "children", "siblings", "spouses"})
+# The generic kin noun each generic kin word names, singular and plural; a relative's converse (the parent of a child
+# is that child's parent; siblings and spouses are each other's).
+KIN_KINDS = {**{generic: generic for generic in KIN_CLASSES},
+             "parents": "parent", "children": "child", "siblings": "sibling", "spouses": "spouse"}
+GENERIC_KIN = frozenset(KIN_KINDS)
+KIN_CONVERSE = {"parent": "child", "child": "parent", "sibling": "sibling", "spouse": "spouse"}
 
 
 def kin_class(word: str) -> str | None:
     """The generic kin noun a kin word for one member of a relation's group also reads as ("sons" -> child), or
     None."""
     return _KIN_CLASS.get(word) or (_KIN_CLASS.get(word[:-1]) if word.endswith("s") else None)
+
+
+def kin_kind(word: str) -> str | None:
+    """The generic kin noun a kin word names, a member ("mother") or generic one ("children"): parent, child, sibling,
+    spouse; else None."""
+    return KIN_KINDS.get(word) or kin_class(word)
 
 
 def kin_chains(words: list[tuple[str, float]]) -> list[list[int]]:

@@ -28,8 +28,8 @@ from functools import lru_cache
 import numpy as np
 
 from kgr.graph import inverse_base, relation_words
-from kgr.lexicon import (FUNCTION_WORDS, HYPHENATED_WORD, POSSESSIVE, QUESTION_WORDS, SIBLING_LINKS, around_mention,
-                         is_sibling_word, kin_class, kin_nouns)
+from kgr.lexicon import (FUNCTION_WORDS, HYPHENATED_WORD, KIN_CONVERSE, POSSESSIVE, QUESTION_WORDS, SIBLING_LINKS,
+                         around_mention, is_sibling_word, kin_kind, kin_nouns)
 
 FORWARD, BACKWARD, EITHER = 1, -1, 0
 
@@ -42,17 +42,6 @@ DETERMINERS = frozenset("the a an his her their its my your our".split())
 POSSESSIVE_ENDINGS = frozenset({"'s", "'"})
 # Prepositions a verb label ends with ("depends on", "belongs to"); a label ending in "of" is a noun's ("child of").
 PREPOSITIONS = frozenset("on in at to from by with under into onto upon for about over through".split())
-# Generic kin nouns for the relatives a kin word names (`lexicon.kin_class` reads the members: "mother" -> parent).
-KIN_GENERIC = {"parent": "parent", "parents": "parent", "child": "child", "children": "child",
-               "sibling": "sibling", "siblings": "sibling", "spouse": "spouse", "spouses": "spouse"}
-# A relative's converse: the parent of a child is that child's parent (siblings and spouses are symmetric labels).
-KIN_CONVERSE = {"parent": "child", "child": "parent", "sibling": "sibling", "spouse": "spouse"}
-
-
-def kin_kind(word: str) -> str | None:
-    """The generic kin noun a kin word names (parent, child, sibling, spouse), else None."""
-    return KIN_GENERIC.get(word) or kin_class(word)
-
 
 @dataclass(frozen=True)
 class LabelForm:
@@ -253,16 +242,16 @@ class WalkReader:
         at = step_word(form, self.words, self._free, self._previous)
         return (EITHER, None) if at is None else (read_direction(form, self.words, at), self.words.tokens[at])
 
-    def keep(self, relation: str, forward: np.ndarray) -> tuple[np.ndarray, int]:
+    def keep(self, relation: str, forward: np.ndarray) -> tuple[np.ndarray, int, str | None]:
         """Which of this hop's edges along `relation` (`forward`: walked from the triple's subject) go the way the
-        question reads, and that direction: all of them, `EITHER`, where they go one way only (the type tells) or
-        the question reads none."""
+        question reads, that direction and its word: all of them, `EITHER`, where they go one way only (the type
+        tells) or the question reads none."""
         if forward.all() or not forward.any():
-            return np.ones(len(forward), dtype=bool), EITHER
-        direction = self.direction(relation)[0]
+            return np.ones(len(forward), dtype=bool), EITHER, None
+        direction, word = self.direction(relation)
         if direction == EITHER:
-            return np.ones(len(forward), dtype=bool), EITHER
-        return forward == (direction == FORWARD), direction
+            return np.ones(len(forward), dtype=bool), EITHER, word
+        return forward == (direction == FORWARD), direction, word
 
     def take(self, relation: str) -> None:
         """The hop went along `relation`: its word is taken, and the next hop's word is sought from there."""

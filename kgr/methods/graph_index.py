@@ -19,6 +19,7 @@ import numpy as np
 from kgr.embed import TextVectors
 from kgr.graph import inverse_base, normalize_name, relation_words
 from kgr.lexicon import CHUNK, NON_WORD, PARENTHESIS, WORD, bounded, content_tokens
+from kgr.methods.direction import links_siblings
 from kgr.methods.offline.decisions import AnchorOption, Policy
 from kgr.ranking import top_k
 from kgr.reach import csr_entries
@@ -92,6 +93,12 @@ class PlanIndex:
     def _plain_labels(self) -> list[str]:
         """Each relation label's words, "" for an `_inverse` twin."""
         return ["" if inverse_base(words) else words for words in self.label_words]
+
+    @cached_property
+    def links_siblings(self) -> bool:
+        """Whether no relation label names siblings, so that a question's sibling is a parent's child
+        (`kgr.methods.direction.links_siblings`; once per store, not per question)."""
+        return links_siblings(self.store.relation_labels)
 
     def label_rows(self, words: str) -> np.ndarray:
         """Per label, whether its words are `words` (a constraint names its relation by them)."""

@@ -46,7 +46,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import content_tokens, mark_names
 from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
-from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, name
 from kgr.methods.graph_index import PlanIndex, of_type
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
 from kgr.methods.offline.policy import OfflinePolicy, step_query
@@ -184,8 +184,7 @@ class ChainPlanner:
         offered = {r for o in options for r in o.relations}
         steps = []
         frontier, walk = list(eids), []
-        reader = WalkReader(question, anchor.name, links_siblings(self.store.relation_labels)) \
-            if settings.read_direction else None
+        reader = WalkReader(question, anchor.name, self.index.links_siblings) if settings.read_direction else None
         while True:
             relation = self.relation_of(query, option)
             frontier, walked, ends, direction = self.follow(frontier, relation, option.type, walked, reader)
@@ -244,7 +243,7 @@ class ChainPlanner:
         rids, near, far = rids[typed], near[typed], far[typed]
         direction = EITHER
         if reader is not None:
-            kept, direction = reader.keep(relation, store.src[rids] == near)
+            kept, direction, _ = reader.keep(relation, store.src[rids] == near)
             rids, far = rids[kept], far[kept]
             reader.take(relation)
         ends = (bool((far == store.dst[rids]).any()), bool((far == store.src[rids]).any()))

@@ -71,7 +71,7 @@ from kgr.config import OfflineConfig
 from kgr.embed import TextVectors
 from kgr.lexicon import (MENTION, PARENTHESIS, WORD, answer_kind_words, content_tokens, kin_class, possessive_chain,
                          question_words, sharing_cue, tokens, whole_word, without_relative_wh)
-from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, name
 from kgr.methods.graph_index import PlanIndex
 from kgr.ranking import named_types
 from kgr.reach import csr_entries
@@ -496,8 +496,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
         everywhere = np.zeros(0)  # the previous hop's cosines of the question to every label (read from hop 2 on)
         went_back = not sharing  # a sharing cue walks the chain's last label back once where the chain would end
         reached_kind = False  # a hop has led to the answer's kind: the kind word asks for no further hop
-        reader = WalkReader(query.text, mention, links_siblings(store.relation_labels)) if settings.read_direction \
-            else None
+        reader = WalkReader(query.text, mention, index.links_siblings) if settings.read_direction else None
         for hop in range(1, max_hops + 1):
             rids, near, far = index.incident(frontier)
             keep = np.array([r not in walked for r in rids.tolist()], dtype=bool)
@@ -585,7 +584,7 @@ def offline_plan(index: PlanIndex, query: "Query", settings: "CsragConfig", floo
             direction = EITHER
             if reader is not None:
                 from_subject = store.src[rids[chosen]] == near[chosen]
-                chosen[chosen], direction = reader.keep(store.relation_labels[best], from_subject)
+                chosen[chosen], direction, _ = reader.keep(store.relation_labels[best], from_subject)
             targets = list(dict.fromkeys(far[chosen].tolist()))
             word = _type_word(store, targets, index.label_words[best]) if targets else \
                 variable_slug(index.label_words[best])

@@ -15,7 +15,7 @@ from kgr.graph import normalize_name
 from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
-from kgr.methods.direction import EITHER, WalkReader, links_siblings, name
+from kgr.methods.direction import EITHER, WalkReader, name
 from kgr.methods.dotrag.plan import PLAN_VERSION, Pair, PlannedAnchor, TrajectoryPlan
 from kgr.methods.dotrag.policy import LLMPolicy, RandomPolicy
 from kgr.methods.graph_index import most_like, plan_index, to_named_kind
@@ -134,9 +134,9 @@ class DotRAG:
     def _warm(self, tally: Counter) -> None:
         """Encode the relation labels, the policy's graph texts (`Policy.warm`: the offline policy's schema texts) and
         the hop queries it may write (`Policy.hop_queries`: the offline policy's, one per step the graph holds), and
-        build what the graph calls each entity (`PlanIndex.called`) and the passage walk, before any question is timed: each is a per-graph cost (seconds on an open vocabulary
-        of thousands of phrasings) the first question would pay, and the encoded ones are kept in the project's phrase
-        cache for the next run."""
+        build what the graph calls each entity (`PlanIndex.called`) and the passage walk, before any question is timed:
+        each is a per-graph cost (seconds on an open vocabulary of thousands of phrasings) the first question would pay,
+        and the encoded ones are kept in the project's phrase cache for the next run."""
         if self.settings.label_weight > 0 or self.settings.label_margin > 0:
             _ = self._label_vectors
         with self._vectors.warming():
@@ -437,8 +437,8 @@ class DotRAG:
         preferred: list[int] = []
         also_depths: list[int] = []  # depths a near-tied Stop would have kept
         first_depths: list[int] = []  # depths a Stop the policy preferred would have kept (a speculative Continue)
-        reader = WalkReader(question, store.names[anchor], self._siblings_as_links) if settings.read_direction \
-            else None
+        reader = WalkReader(question, store.names[anchor], plan_index(store).links_siblings) \
+            if settings.read_direction else None
         for depth in range(1, settings.max_hops + 1):
             picked = []
             self._vectors([hop_query for _, hop_query, _ in branches])
@@ -499,17 +499,12 @@ class DotRAG:
         for relation in np.unique(relations).tolist():
             along = relations == relation
             label = store.relation_labels[relation]
-            keep[along], direction = reader.keep(label, forward[along])
+            keep[along], direction, word = reader.keep(label, forward[along])
             if direction != EITHER:
                 trace.setdefault("directions", []).append(
-                    {"anchor": store.names[anchor], "depth": depth, "relation": label,
-                     "word": reader.direction(label)[1], "direction": name(direction)})
+                    {"anchor": store.names[anchor], "depth": depth, "relation": label, "word": word,
+                     "direction": name(direction)})
         return rids[keep], near[keep], far[keep]
-
-    @cached_property
-    def _siblings_as_links(self) -> bool:
-        """Whether the graph has no sibling label, so that a sibling is read as a parent's child."""
-        return links_siblings(self.store.relation_labels)
 
     def _conjoin(self, query: Query, paths: list[Path], alternatives: bool) -> tuple[list[Path], set[int] | None]:
         """With several bracketed mentions that each reached something, the paths to the entities reached from every

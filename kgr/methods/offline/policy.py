@@ -810,7 +810,7 @@ class ChainScorer:
         the graph's words (`TypeLooks`; not its members' centroid: "movies" is near the genres' names, Drama and
         Thriller); None when there is no such noun or it names no type."""
         reading, settings, looks = self.reading, self.settings, self._looks
-        nouns = [w for w, noun in zip(reading.answer_words, self._kind_nouns()) if noun]
+        nouns = self._kind_noun_places()
         if not (nouns and settings.answer_type and looks is not None and reading.vectors is not None):
             return None
         if self._noun_names is None:  # per graph type (row), once per question and anchor
@@ -830,7 +830,7 @@ class ChainScorer:
         name, or the type has no naming label."""
         looks, reading = self._looks, self.reading
         row = None if looks is None else looks.rows.get(type_name)
-        nouns = [w for w, noun in zip(reading.answer_words, self._kind_nouns()) if noun]
+        nouns = self._kind_noun_places()
         if row is None or not nouns or not len(looks.labels[row]) or reading.vectors is None:
             return None
         texts = [looks.name_texts[i] for i in looks.labels[row]]
@@ -840,6 +840,10 @@ class ChainScorer:
             if own.max() >= sims.max():
                 return None
         return frozenset(t for t, s in zip(texts, sims.max(axis=0)) if s >= self.settings.confident_similarity)
+
+    def _kind_noun_places(self) -> list[int]:
+        """The places of the answer-kind words that are nouns (`_kind_nouns`)."""
+        return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if noun]
 
     def _kind_nouns(self) -> np.ndarray:
         """Per answer-kind word, whether it is a noun ("which stations"), not a wh-word ("when"): only a noun is read
