@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 
+from kgr.graph import inverse_base, relation_words
 from kgr.reach import csr_entries
 from kgr.store import GraphStore
 
@@ -48,6 +49,27 @@ def _count_steps(store: GraphStore) -> Counter:
         tally[(types[a], label, types[b])] += n
         tally[(types[b], label, types[a])] += n
     return tally
+
+
+def subject_arrivals(store: GraphStore) -> frozenset[tuple[str, str]]:
+    """The steps (relation, type) that arrive at the subject end its label names: more of the relation's edges have a
+    subject of the type than an object of it (a book reached along `author` from its author; for an `_inverse` twin,
+    whose words are its base's, an object of the twin). A relation between things of one kind arrives at both ends
+    alike, so at neither."""
+    indptr, type_ids = store.type_indptr, store.type_ids
+    counts = np.diff(indptr)
+
+    def typed_ends(ends: np.ndarray) -> Counter:
+        edge = np.repeat(np.arange(len(ends)), counts[ends])
+        types = type_ids[csr_entries(indptr, ends)[0]]
+        return Counter({(r, t): n for r, t, n in _unique_counts(store.relation_ids[edge], types)})
+
+    subjects, objects = typed_ends(store.src), typed_ends(store.dst)
+    labels, types = store.relation_labels, store.type_names
+    twins = {r for r, label in enumerate(labels) if inverse_base(relation_words(label))}
+    return frozenset((labels[r], types[t]) for r, t in set(subjects) | set(objects)
+                     if (objects if r in twins else subjects).get((r, t), 0) >
+                     (subjects if r in twins else objects).get((r, t), 0))
 
 
 # A graph whose labels are phrasings (an LLM's OpenIE triples) rather than a vocabulary: hundreds of labels, and at

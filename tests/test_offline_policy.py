@@ -1184,3 +1184,31 @@ def test_a_noun_naming_the_answers_kind_names_the_type_the_graphs_labels_call_it
     # names no type through it
     where = "where is [Rheintal Line]"
     assert _line_scores(where, NAMING) == _line_scores(where, None)
+
+
+def _vectors(rows: dict[str, list[float]], dim: int = 8) -> dict[str, np.ndarray]:
+    """Unit vectors from hand-set leading components (the rest zero)."""
+    table = {}
+    for text, head in rows.items():
+        v = np.zeros(dim, dtype=np.float32)
+        v[:len(head)] = head
+        table[text] = v / np.linalg.norm(v)
+    return table
+
+
+def test_a_wh_word_names_no_step_arriving_at_a_relations_subject_end():
+    # "who" fits `author` (0.55) better than `taught by` (0.3), as all-MiniLM-L6-v2 has it; an author's books are no
+    # "who", so "who teaches [X]" stops at the teacher instead of walking on along `author` to his books
+    table = _vectors({"teaches": [0.8, 0, 0, 0.6], "taught by": [1, 0, 0, 0], "author": [0, 1, 0, 0],
+                      "who": [0.3, 0.55, 0, 0, 0.78], "course": [0, 0, 1, 0], "teacher": [0, 0, 0, 0, 0, 1],
+                      "book": [0, 0, 0, 0, 0, 0, 1]})
+    schema = {"course": [("taught_by", "teacher")], "teacher": [("taught_by", "course"), ("author", "book")],
+              "book": [("author", "teacher")]}
+    walk = [HopSummary(1, "teacher", "taught by teacher", "taught_by", 2, [])]
+    options = [TrajectoryOption("book", 1, ["author"])]
+    subjects = frozenset({("author", "book"), ("taught_by", "course")})  # a book is `author`'s subject
+    pol = OfflinePolicy(lookup(table), schema, max_hops=3, subject_steps=subjects)
+    assert pol.review("q", "who teaches [Intro]", anchor("Intro", "course"), walk, options, 3) == Stop([1])
+    # the same step arriving at the object end (a book's author, were books its objects) is one "who" may name
+    blind = OfflinePolicy(lookup(table), schema, max_hops=3)
+    assert isinstance(blind.review("q", "who teaches [Intro]", anchor("Intro", "course"), walk, options, 3), Continue)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kgr.schema import (OPEN_VOCABULARY_LABELS, OPEN_VOCABULARY_SHARE, RARE_SOURCE_SHARE, open_vocabulary,
-                        rare_label_share, step_counts, step_priors, type_schema)
+                        rare_label_share, step_counts, step_priors, subject_arrivals, type_schema)
 from test_dotrag import tiny_movies_store
 
 
@@ -33,6 +33,16 @@ def test_type_schema(store):
     loose = type_schema(graph, share=0.1)
     assert {("starred_actors", "director"), ("directed_by", "actor")} <= set(loose["movie"])
     assert set(schema) == set(graph.type_names)
+
+
+def test_subject_arrivals_are_the_steps_into_a_relations_subject_end(store):
+    _, graph = store
+    arrivals = subject_arrivals(graph)
+    # a movie is the subject of `directed_by`: the step from a director to his movies arrives at the subject end
+    assert {("directed_by", "movie"), ("starred_actors", "movie"), ("in_language", "movie")} <= arrivals
+    assert ("directed_by", "director") not in arrivals and ("in_language", "language") not in arrivals
+    # Clint Ranger, an actor who directs: `directed_by` reaches an actor at its object end only
+    assert ("directed_by", "actor") not in arrivals
 
 
 def test_step_priors_penalize_only_the_readings_made_by_multi_typing(store):

@@ -95,8 +95,9 @@ if TYPE_CHECKING:
 # best stop is not of the kind such a noun names goes on toward it (`OfflinePolicy.review`); 20: a constraint along a
 # relation between things of one kind keeps the direction the question reads (`Constraint.direction`); 21: a walk goes
 # on past entities the graph does not call what the kind noun names (`HopSummary.called`), and the kind noun tells no
-# first relation into its type from another (`ChainScorer.affinity`)
-PLAN_VERSION = 21
+# first relation into its type from another (`ChainScorer.affinity`); 22: a wh-word names no step arriving at the
+# subject end of a label naming its object ("who" for an author's books), and places only the last step
+PLAN_VERSION = 22
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

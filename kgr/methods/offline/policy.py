@@ -95,11 +95,12 @@ from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, O
                          QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
                          is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
                          siblings_as_links, without_relative_wh)
+from kgr.methods.direction import label_form
 from kgr.methods.offline.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Policy, Step, Stop, TrajectoryOption
 from kgr.ranking import named_by_similarity, named_types
-from kgr.schema import step_counts, step_priors, type_schema
+from kgr.schema import step_counts, step_priors, subject_arrivals, type_schema
 from kgr.store import GraphStore
 
 Chain = tuple[tuple[str, str], ...]  # ((relation, type), ...) from the anchor outward
@@ -114,11 +115,13 @@ class OfflinePolicy(Policy):
                  max_hops: int = 3, settings: OfflineConfig | None = None,
                  priors: dict[tuple[str, str, str], float] | None = None,
                  type_centroids: tuple[list[str], np.ndarray] | None = None,
-                 type_labels: list[list[str]] | None = None):
+                 type_labels: list[list[str]] | None = None, subject_steps: frozenset[tuple[str, str]] = frozenset()):
         """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), and
         `type_labels` the relation labels naming each type's members (`GraphStore.type_naming_labels`), which the
-        `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off)."""
+        `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off);
+        `subject_steps` the steps arriving at their relation's subject end (`kgr.schema.subject_arrivals`)."""
         self._embed = embed
+        self._subject_steps = subject_steps
         self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
@@ -148,7 +151,8 @@ class OfflinePolicy(Policy):
         return cls(embed, type_schema(store, settings.relation_share, tally), max_hops=max_hops, settings=settings,
                    priors=step_priors(tally),
                    type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None,
-                   type_labels=store.type_naming_labels if settings.answer_type else None)
+                   type_labels=store.type_naming_labels if settings.answer_type else None,
+                   subject_steps=frozenset(step for step in subject_arrivals(store) if names_its_object(step[0])))
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
 
@@ -434,7 +438,7 @@ class OfflinePolicy(Policy):
         cut = self._question_schema(reading.vectors)
         schema, tails = (self.schema, self._tails) if cut is None else (cut, {})
         return ChainScorer(reading, anchor.types, self.settings, self._vector, self._steps, self._groups,
-                           bool(self._priors), schema, tails, self._looks)
+                           bool(self._priors), schema, tails, self._looks, self._subject_steps)
 
     def _read(self, question: str, anchor: AnchorOption) -> Reading:
         """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
@@ -688,8 +692,9 @@ class ChainScorer:
     def __init__(self, reading: Reading, anchor_types: list[str], settings: OfflineConfig,
                  vector: Callable[[Sequence[str]], np.ndarray], numbers: StepNumbers, groups: CompiledGroups,
                  has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo,
-                 looks: "TypeLooks | None" = None):
+                 looks: "TypeLooks | None" = None, subject_steps: frozenset[tuple[str, str]] = frozenset()):
         self.reading = reading
+        self._subject_steps = subject_steps  # steps a wh-word cannot name (`similarities`)
         self._looks = looks  # what the answer-kind words match
         self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
         self._noun_names: np.ndarray | None = None  # per graph type, whether a kind noun clearly names it by its names
@@ -841,6 +846,10 @@ class ChainScorer:
                 return None
         return frozenset(t for t, s in zip(texts, sims.max(axis=0)) if s >= self.settings.confident_similarity)
 
+    def _wh_places(self) -> list[int]:
+        """The places of the answer-kind words that are wh-words (\"who\", \"when\"), not nouns."""
+        return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if not noun]
+
     def _kind_noun_places(self) -> list[int]:
         """The places of the answer-kind words that are nouns (`_kind_nouns`)."""
         return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if noun]
@@ -920,6 +929,8 @@ class ChainScorer:
                 # only words one step clearly explains best say where that step sits in the sentence
                 top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
                 placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
+                # a wh-word asks for the answer, the chain's far end: it places no step before the last
+                placed[:length - 1, self._wh_places()] = False
             bridges = self._bridges(ids) if length > 1 and settings.bridge_cost != settings.unsupported else None
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
                                       first_relations, last_types, leaves_by_role, placed, bridges)
@@ -971,6 +982,12 @@ class ChainScorer:
             uses = np.array([[r in users for users in names] for r, _ in steps], dtype=bool)  # steps x words
             lifted = np.where(uses[None], support[:, None, :], -np.inf).max(axis=2)  # words x steps
             sims = np.maximum(sims, lifted)
+        # a wh-word asks what the answer is, and a noun label names its object end ("who" fits `author` 0.53): a step
+        # arriving at the subject end (an author's books) is no "who" ("who teaches [X]" walked on from the teacher to
+        # his books)
+        wh, backward = self._wh_places(), [i for i, step in enumerate(steps) if step in self._subject_steps]
+        if wh and backward:
+            sims[np.ix_(wh, backward)] = 0.0
         return sims
 
     def affinity(self, relation: str) -> float:
@@ -1189,6 +1206,19 @@ def step_texts(relation: str, type_name: str) -> tuple[str, ...]:
     type_text = "" if _inferred(type_name) else type_words(type_name)
     phrases = [p for p in (label_words(relation), type_text) if p] or [relation or type_name]
     return tuple(dict.fromkeys(phrases))
+
+
+@lru_cache(maxsize=1 << 16)
+def names_its_object(relation: str) -> bool:
+    """Whether a label names its object end (`author`, `is in country`, `taught by`): not an active verb, whose
+    subject acts ("cites", "plays position"), nor an "of" noun naming its subject (`child of`), nor a preposition."""
+    form = label_form(relation)
+    words = label_words(relation).split()
+    acts = (form.verb and not form.passive) or (  # a verb's -s form before its object noun: "plays position"
+        len(words) > 1 and words[-1] != "by" and words[0] not in OFFLINE_STOP_WORDS and words[0].endswith("s")
+        and not words[0].endswith("ss"))
+    # a label of function words only ("about") names neither end
+    return not acts and not form.of_form and any(w not in OFFLINE_STOP_WORDS for w in words)
 
 
 def shared_label_words(relations) -> dict[str, list[str]]:
