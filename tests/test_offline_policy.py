@@ -500,16 +500,23 @@ def test_confident_only_when_a_question_word_names_a_reachable_relation_or_type(
 
 def test_unsure_when_the_best_chain_leaves_the_word_nearest_the_mention_unexplained():
     movie = anchor("Dark Harbor", "movie")
-    # "language" names a reachable type, but "mumbled", next to the mention and so naming the first step, fits no step
-    # of the best chain: the walk would start from a guess
-    assert not policy().confident("q", "which language is [Dark Harbor] mumbled in", movie, MOVIE_OPTIONS)
+    # "writer" names a reachable type, but "mumbled", next to the mention and so naming the first step, fits no step
+    # of the best chain, and two relations lead to writers: the walk would start from a guess
+    schema = {**SCHEMA, "movie": SCHEMA["movie"] + [("edited_by", "writer")], "writer": [("written_by", "movie"),
+                                                                                         ("edited_by", "movie")]}
+    options = [TrajectoryOption("writer", 2, ["written_by", "edited_by"]) if o.type == "writer" else o
+               for o in MOVIE_OPTIONS]
+    assert not OfflinePolicy(bow_embed, schema).confident("q", "which writer is [Dark Harbor] mumbled by", movie,
+                                                          options)
+    # one relation into the kind the question names leaves nothing to guess
+    assert policy().confident("q", "which language is [Dark Harbor] mumbled in", movie, MOVIE_OPTIONS)
     # a word naming the answer's kind names no step of its own: nothing else asked, nothing unexplained
     assert policy().confident("q", "which language is [Dark Harbor] in", movie, MOVIE_OPTIONS)
     # the nearest word explained, a farther one not: the first step is read from the question
     assert policy().confident("q", "who mumbling directed [Dark Harbor]", movie, MOVIE_OPTIONS)
     assert not policy().confident("q", "who directed mumbling [Dark Harbor]", movie, MOVIE_OPTIONS)
-    off = OfflinePolicy(bow_embed, SCHEMA, settings=OfflineConfig(nearest_explained=0.0))
-    assert off.confident("q", "which language is [Dark Harbor] mumbled in", movie, MOVIE_OPTIONS)
+    off = OfflinePolicy(bow_embed, schema, settings=OfflineConfig(nearest_explained=0.0))
+    assert off.confident("q", "which writer is [Dark Harbor] mumbled by", movie, options)
 
 
 def test_typicality_prefers_the_dominant_type_of_a_relation():

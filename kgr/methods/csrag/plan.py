@@ -96,7 +96,8 @@ if TYPE_CHECKING:
 # relation between things of one kind keeps the direction the question reads (`Constraint.direction`); 21: a walk goes
 # on past entities the graph does not call what the kind noun names (`HopSummary.called`), and the kind noun tells no
 # first relation into its type from another (`ChainScorer.affinity`); 22: a wh-word names no step arriving at the
-# subject end of a label naming its object ("who" for an author's books), and places only the last step
+# subject end of a label naming its object ("who" for an author's books), and places only the last step; a plan
+# whose best chain is the one relation into the kind the question names is sure (not hedged)
 PLAN_VERSION = 22
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 

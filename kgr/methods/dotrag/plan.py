@@ -34,7 +34,8 @@ from kgr.errors import KgrError
 # 19: "what does [X] do" asks for an occupation (lexicon.ACTIVITY_QUESTION)
 # 20: a noun naming the answer's kind names the type the graph's labels call it (offline.TypeLooks)
 # 21: such a noun tells no first relation into that type from another (`ChainScorer.affinity`): near-tied, both walked
-# 22: a wh-word names no step arriving at the subject end of a label naming its object, and places only the last step
+# 22: a wh-word names no step arriving at the subject end of a label naming its object, and places only the last step;
+# a plan whose best chain is the one relation into the kind the question names is sure (not hedged)
 PLAN_VERSION = 22
 
 

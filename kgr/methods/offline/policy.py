@@ -228,7 +228,8 @@ class OfflinePolicy(Policy):
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach, and
-        the best chain explains the word nearest the mention (`explains_nearest`).
+        the best chain explains the word nearest the mention (`explains_nearest`) or is the one step into the kind the
+        question names (`_one_step_to_named_kind`).
 
         Without them ("describe [X] in a few words"; "which packages require [X]" on a graph saying `depends_on`) the
         ranking is a guess, and DotRAG hedges by following several trajectories instead of one.
@@ -241,7 +242,18 @@ class OfflinePolicy(Policy):
         best = scorer.best_match(sorted(steps))
         if best is not None and best < self.settings.confident_similarity:
             return False
-        return self.explains_nearest(question, anchor, options)
+        return self.explains_nearest(question, anchor, options) or \
+            self._one_step_to_named_kind(question, anchor, options)
+
+    def _one_step_to_named_kind(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
+        """Whether the best chain is one step along the one relation from the anchor into the one type the answer-kind
+        words name ("what license is [X] released under": `licensed_under` into `licensed_under:object`): the word
+        nearest the mention may name no step ("released" fits `first released`), but nothing is left to guess."""
+        ids, scores, owner, _ = self._option_scores(question, anchor, options)
+        top = int(np.argmax(scores))
+        leading = int(owner[top])
+        return (int((ids[top] >= 0).sum()) == 1 and len(options[leading].relations) == 1
+                and self.named_kind(question, anchor, [o.type for o in options]) == leading)
 
     def named_kind(self, question: str, anchor: AnchorOption, type_names: list[str]) -> int | None:
         """The one type of `type_names` the answer-kind words name ("what license": `licensed_under:object`): within
