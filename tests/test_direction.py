@@ -59,6 +59,11 @@ def first_hop(question: str, anchor: str, relation: str, siblings_as_links: bool
     ("Who was [X]'s mother?", "mother", FORWARD),
     ("Whose mother is [X]?", "mother", BACKWARD),
     ("Whose father is [X]?", "child_of", BACKWARD),
+    # a noun label's own noun names its object, an "of" label's its subject
+    ("Who was [X]'s advisor?", "doctoralAdvisor", FORWARD),
+    ("Who was the advisor of [X]'s advisor?", "doctoralAdvisor", FORWARD),
+    ("Whose advisor was [X]?", "doctoralAdvisor", BACKWARD),
+    ("Who is [X]'s successor?", "successor_of", BACKWARD),
     # an inverse twin runs its base relation backward
     ("Which papers cite [X]?", "cites_inverse", FORWARD),
 ])
@@ -169,7 +174,7 @@ def test_explain_says_which_way_a_relation_was_walked_and_why(tmp_path, run_kgr)
 
 def test_no_step_of_the_dev_graphs_gold_paths_is_read_the_wrong_way():
     # bench/direction_check.py over fixtures/devgraphs: a wrong reading costs a walk the answers the other way, an
-    # unread step only precision (walked both ways); the counts when the reader landed: 125 right, 106 unread
+    # unread step only precision (walked both ways); the counts: 133 right, 123 unread (with dev-campus)
     import importlib.util
     import sys
     from collections import Counter
@@ -183,4 +188,4 @@ def test_no_step_of_the_dev_graphs_gold_paths_is_read_the_wrong_way():
     total = Counter()
     for folder in sorted(p for p in module.GRAPHS.iterdir() if (p / "questions.jsonl").exists()):
         total.update(module.check(folder, verbose=False))
-    assert total["wrong"] == 0 and total["right"] >= 125
+    assert total["wrong"] == 0 and total["right"] >= 133

@@ -11,6 +11,7 @@ does, with a few marks that hold in any graph:
 - a noun names the far end of a relation from its owner ("[X]'s advisor", "the children of [X]"): an agent noun
   ("advisor", "maintainer") names the verb's subject; a kin noun names its own kind of relative, and a kin label says
   whether its subject is that relative (`parent_of`: the subject is the parent; `children`: the object is a child);
+  a noun label's own noun names its object ("[X]'s advisor" along `doctoral advisor`), an "of" label's its subject;
 - some relations have no direction ("married", `collaborated_with`, siblings, spouses): either way.
 
 A step's word is the nearest question word sharing the label's stem ("depend", "dependents" for `depends_on`), or a kin
@@ -187,6 +188,10 @@ def read_direction(form: LabelForm, words: QuestionTokens, at: int) -> int:
         elif form.verb and agent_noun(word) is not None:
             # the doer is an active label's subject, a passive one's object
             noun_is_subject = agent_noun(word) != form.passive
+        elif not form.verb and own is None:
+            # the label's own noun ("[X]'s advisor" along `doctoral advisor`) names what the label does: its object,
+            # or an "of" noun's subject (`successor of`)
+            noun_is_subject = form.of_form
         else:
             return EITHER
         # the frontier owns the noun, so the noun is the far end; after "whose" the noun is the frontier itself

@@ -55,25 +55,26 @@ The question's first wh-word says what kind of thing the answer is ("which count
 members say what it holds where its name cannot (a schema-less `located_in:object` of countries), and so do the
 relation labels naming them, to a noun (`adjacent station`: "which stations"): the word names the types it is within
 `answer_type_margin` of its best match to, if every other type trails by `answer_type_clarity` (`TypeLooks`), and a
-chain ending in such a type earns `answer_type`.
+chain ending in such a type earns `answer_type`. A wh-word asks for the end a label names: it fits no step arriving at
+the subject end of a label naming its object ("who" fits `author`, not the step from an author to his books;
+`names_its_object`, `kgr.schema.subject_arrivals`), and it places only a chain's last step in the order terms.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
-question word names a reachable step at all, and whether the best chain explains the word nearest the mention (else
-DotRAG hedges over several trajectories). Near ties are walked beside the best chain: other first steps to the
-leading type within `tie_margin` (and whose relations' words fit as well) as pairs of their own
-(`tied_first_queries`), and near-tied continuations, of any type, in each review ("[X]'s parents": `father` and
-`mother`). A review that would stop walks on, one hop per possessed noun ("[X]'s grandparents") the chain up to the
-stop leaves unexplained, along the continuation that fits the noun best, and keeps the stop ranked first: English
-names one relation per possessed noun, whatever the encoder makes of it. It names one per generation too: a
+question word names a reachable step at all, and whether the best chain explains the word nearest the mention or is the
+one step into the kind the question names (else DotRAG hedges over several trajectories). Near ties are walked beside
+the best chain: other first steps to the leading type within `tie_margin` (and whose relations' words fit as well) as
+pairs of their own (`tied_first_queries`), and near-tied continuations, of any type, in each review ("[X]'s parents":
+`father` and `mother`). A review that would stop walks on, one hop per possessed noun ("[X]'s grandparents") the chain
+up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps the stop ranked first:
+English names one relation per possessed noun, whatever the encoder makes of it. It names one per generation too: a
 generational noun is read as its kin noun said once per generation ("grandparents": parents, parents; "grandmother":
-parent, mother; `lexicon.generations`), and a word said again is explained by the same step walked again however
-little it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the links it names
-("aunt": parent, sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a step of its
-own, in order outward from the anchor (`_steps_in_order`); and a kin word for one member of a relation's group fits
-a step as well as its generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36;
-`lexicon.kin_class`). Two different words for one relation name two steps along it when the chain goes on from the
-second ("the release dates of the films directed by the [X] director": out to the director, back to his films, on to
-their dates; `_spread_relation_words`): where types have no words (a graph without a schema), nothing else names the
-way back.
+parent, mother; `lexicon.generations`), and a word said again is explained by the same step walked again however little
+it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the links it names ("aunt": parent,
+sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a step of its own, in order outward
+from the anchor (`_steps_in_order`); and a kin word for one member of a relation's group fits a step as well as its
+generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36; `lexicon.kin_class`). Two
+different words for one relation name two steps along it when the chain goes on from the second ("the release dates of
+the films directed by the [X] director": out to the director, back to his films, on to their dates;
+`_spread_relation_words`): where types have no words (a graph without a schema), nothing else names the way back.
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.offline.chain_cache and change no score.
