@@ -17,7 +17,8 @@ import pytest
 from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
 from kgr.methods.offline.chain_cache import stacked
-from kgr.methods.offline.policy import ChainScorer, OfflinePolicy, step_query, step_texts, within_margin
+from kgr.methods.offline.policy import (ChainScorer, OfflinePolicy, names_its_object, step_query, step_texts,
+                                       within_margin)
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -1219,3 +1220,14 @@ def test_a_wh_word_names_no_step_arriving_at_a_relations_subject_end():
     # the same step arriving at the object end (a book's author, were books its objects) is one "who" may name
     blind = OfflinePolicy(lookup(table), schema, max_hops=3)
     assert isinstance(blind.review("q", "who teaches [Intro]", anchor("Intro", "course"), walk, options, 3), Continue)
+
+
+@pytest.mark.parametrize("relation, names_object", [
+    ("schema:author", True), ("is_in_country", True), ("is_in_country_inverse", True), ("uni:taughtBy", True),
+    ("directed_by", True), ("release_year", True),
+    ("CITES", False), ("depends_on", False), ("plays_position", False),  # an active verb: its subject acts
+    ("child_of", False),  # an "of" noun names its subject
+    ("ABOUT", False),  # a preposition names neither end
+])
+def test_names_its_object(relation, names_object):
+    assert names_its_object(relation) is names_object

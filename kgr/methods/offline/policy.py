@@ -860,7 +860,7 @@ class ChainScorer:
         return frozenset(t for t, s in zip(texts, sims.max(axis=0)) if s >= self.settings.confident_similarity)
 
     def _wh_places(self) -> list[int]:
-        """The places of the answer-kind words that are wh-words (\"who\", \"when\"), not nouns."""
+        """The places of the answer-kind words that are wh-words ("who", "when"), not nouns."""
         return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if not noun]
 
     def _kind_noun_places(self) -> list[int]:
