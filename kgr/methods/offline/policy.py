@@ -84,7 +84,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from itertools import combinations, product
 from typing import Callable, Iterable, Sequence
 
@@ -859,6 +859,7 @@ class ChainScorer:
                 return None
         return frozenset(t for t, s in zip(texts, sims.max(axis=0)) if s >= self.settings.confident_similarity)
 
+    @cached_property
     def _wh_places(self) -> list[int]:
         """The places of the answer-kind words that are wh-words ("who", "when"), not nouns."""
         return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if not noun]
@@ -943,7 +944,7 @@ class ChainScorer:
                 top_two = -np.partition(-sims, 1, axis=2)[:, :, :2]
                 placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
                 # a wh-word asks for the answer, the chain's far end: it places no step before the last
-                placed[:length - 1, self._wh_places()] = False
+                placed[:length - 1, self._wh_places] = False
             bridges = self._bridges(ids) if length > 1 and settings.bridge_cost != settings.unsupported else None
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
                                       first_relations, last_types, leaves_by_role, placed, bridges)
@@ -998,7 +999,7 @@ class ChainScorer:
         # a wh-word asks what the answer is, and a noun label names its object end ("who" fits `author` 0.53): a step
         # arriving at the subject end (an author's books) is no "who" ("who teaches [X]" walked on from the teacher to
         # his books)
-        wh, backward = self._wh_places(), [i for i, step in enumerate(steps) if step in self._subject_steps]
+        wh, backward = self._wh_places, [i for i, step in enumerate(steps) if step in self._subject_steps]
         if wh and backward:
             sims[np.ix_(wh, backward)] = 0.0
         return sims
