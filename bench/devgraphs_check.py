@@ -3,8 +3,9 @@
     python bench/devgraphs_check.py                                 # every graph under fixtures/devgraphs/
     python bench/devgraphs_check.py fixtures/devgraphs/genealogy    # one graph
 
-Each folder holds one triples file (`kb.txt`: `subject|relation|object` lines, or `triples.jsonl`: `{subject,
-relation, object}` objects) and `questions.jsonl` (kgr's JSONL question format: `id`, `question`, `anchors`,
+Each folder holds one triples file (`kb.txt`: `subject|relation|object` lines, `triples.jsonl`: `{subject,
+relation, object}` objects, or `triples.csv`: a CSV file with the header row `subject,relation,object`, RFC 4180
+quoting, read with the csv module) and `questions.jsonl` (kgr's JSONL question format: `id`, `question`, `anchors`,
 `answers`, `hops`, plus `path`, which kgr ignores and this script reads). Checks:
 
 - the graph: no malformed or repeated triple, and no two entity names that differ only in case or spacing
@@ -14,10 +15,12 @@ relation, object}` objects) and `questions.jsonl` (kgr's JSONL question format: 
   within `hops` steps of the undirected graph (the requirement kgr's eval assumes: see kgr/evaluate/gold.py);
 - exactness: `path` lists one chain per anchor, `Anchor > step > step ...`, where a step is `relation` (subject to
   object), `~relation` (object to subject) or `*relation` (either way), optionally with `[key=value]` (the node
-  reached must have the triple `node|key|value`, e.g. `child_of[sex=female]` for a mother). A chain's answers are
-  the ends of its simple walks (no node twice: a sibling is never the person asked about); the question's answers
-  are the intersection over its chains and must equal the gold answers exactly, and the longest chain must have
-  `hops` steps.
+  reached must have the triple `node|key|value`, e.g. `child_of[sex=female]` for a mother). A step may also be
+  alternatives separated by ` / ` (a slash with a space either side, which no relation label may hold), e.g.
+  `was founded by / ~co-founded`: the walk may take any of them (a meaning the graph records under two labels).
+  A chain's answers are the ends of its simple walks (no node twice: a sibling is never the person asked about);
+  the question's answers are the intersection over its chains and must equal the gold answers exactly, and the
+  longest chain must have `hops` steps.
 
 It prints per graph: triples, entities, relations, questions per hop count, bracketed questions, questions with 5+
 answers; exit status 1 if any check fails.
@@ -26,6 +29,7 @@ answers; exit status 1 if any check fails.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import sys
@@ -34,7 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = ROOT / "fixtures" / "devgraphs"
-TRIPLE_FILES = ("kb.txt", "triples.jsonl")
+TRIPLE_FILES = ("kb.txt", "triples.jsonl", "triples.csv")
+CSV_HEADER = ["subject", "relation", "object"]
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 _STEP = re.compile(r"^(?P<dir>[~*]?)(?P<rel>[^\[\]]+?)(?:\[(?P<filters>[^\[\]]+)\])?$")
 
@@ -46,9 +51,30 @@ def triples_file(folder: Path) -> Path:
     return found[0]
 
 
+def read_csv_rows(path: Path, errors: list[str]):
+    """(line number, fields) of a triples.csv after its header row."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header != CSV_HEADER:
+            errors.append(f"{path.name}: header {header!r}, expected {','.join(CSV_HEADER)}")
+        for row in reader:
+            if row:
+                yield reader.line_num, row
+
+
 def read_triples(path: Path, errors: list[str]) -> list[tuple[str, str, str]]:
     triples = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    if path.suffix == ".csv":
+        for lineno, parts in read_csv_rows(path, errors):
+            if len(parts) != 3 or not all(p.strip() == p and p for p in parts):
+                errors.append(f"{path.name}:{lineno}: malformed triple {parts!r}")
+                continue
+            triples.append(tuple(parts))
+        lines = []
+    else:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if path.suffix == ".jsonl":
@@ -95,6 +121,10 @@ class Graph:
         return seen
 
     def step(self, node: str, step: str) -> set[str]:
+        """The nodes one step from node; a step of alternatives (`a / ~b`) reaches the union of theirs."""
+        return set().union(*(self.one_step(node, alt) for alt in step.split(" / ")))
+
+    def one_step(self, node: str, step: str) -> set[str]:
         match = _STEP.match(step.strip())
         if match is None:
             raise ValueError(f"bad step {step!r}")
@@ -132,6 +162,8 @@ def check_graph(folder: Path) -> tuple[list[str], dict]:
     for names in spellings.values():
         if len(names) > 1:
             errors.append(f"{path.name}: ambiguous entity names {sorted(names)}")
+    errors += [f"{path.name}: relation {rel!r} holds ' / ', the path syntax for alternatives"
+               for rel in graph.relations if " / " in rel]
     questions = [json.loads(line) for line in (folder / "questions.jsonl").read_text(encoding="utf-8").splitlines()
                  if line.strip()]
     ids = Counter(q.get("id") for q in questions)
