@@ -520,6 +520,30 @@ def test_unsure_when_the_best_chain_leaves_the_word_nearest_the_mention_unexplai
     assert off.confident("q", "which writer is [Dark Harbor] mumbled by", movie, options)
 
 
+COURSES = {"course": [("taught_by", "person"), ("held_in", "building")], "building": [("located_in", "town")],
+           "person": [], "town": []}
+COURSE_OPTIONS = [TrajectoryOption("person", 1, ["taught_by"]), TrajectoryOption("building", 1, ["held_in"])]
+# the towns are the objects of a relation `city` too (`GraphStore.type_naming_labels`)
+COURSE_LOOKS = {"type_centroids": (["person", "building", "town"], bow_embed(["person", "building", "town"])),
+                "type_labels": [["taught_by"], ["held_in"], ["located_in", "city"]]}
+
+
+def test_unsure_when_the_best_chain_misses_the_kind_a_noun_clearly_names():
+    course, question = anchor("Chemistry", "course"), "which city is [Chemistry] taught in"
+    pol = OfflinePolicy(bow_embed, COURSES, **COURSE_LOOKS)
+    # "taught" names `taught by`, and the best chain stops among people; "city" names the towns, which only the
+    # courses' buildings reach: the best chain reads the other words only
+    assert pol.rank_trajectories("q", question, course, COURSE_OPTIONS)[0][0] == 0
+    assert not pol.confident("q", question, course, COURSE_OPTIONS)
+    # sure where the best chain reaches the kind, no chain reaches it, or the noun names no kind
+    assert pol.confident("q", "which person is [Chemistry] taught by", course, COURSE_OPTIONS)
+    assert pol.confident("q", question, course, COURSE_OPTIONS[:1])
+    assert pol.confident("q", "which planet is [Chemistry] taught in", course, COURSE_OPTIONS)
+    assert OfflinePolicy(bow_embed, COURSES).confident("q", question, course, COURSE_OPTIONS)
+    # an anchor of the named kind stands among it already (the noun may describe it, or ask for its peers)
+    assert pol.confident("q", "which city is [Leeds] taught in", anchor("Leeds", "course", "town"), COURSE_OPTIONS)
+
+
 def test_typicality_prefers_the_dominant_type_of_a_relation():
     # A writer who also directs makes `directed_by` reach the type `writer` too; the words "directed by" cannot
     # tell the two apart, the counts can.

@@ -97,8 +97,9 @@ if TYPE_CHECKING:
 # on past entities the graph does not call what the kind noun names (`HopSummary.called`), and the kind noun tells no
 # first relation into its type from another (`ChainScorer.affinity`); 22: a wh-word names no step arriving at the
 # subject end of a label naming its object ("who" for an author's books), and places only the last step; a plan
-# whose best chain is the one relation into the kind the question names is sure (not hedged)
-PLAN_VERSION = 22
+# whose best chain is the one relation into the kind the question names is sure (not hedged); 23: a plan whose best
+# chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged)
+PLAN_VERSION = 23
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

@@ -36,7 +36,9 @@ from kgr.errors import KgrError
 # 21: such a noun tells no first relation into that type from another (`ChainScorer.affinity`): near-tied, both walked
 # 22: a wh-word names no step arriving at the subject end of a label naming its object, and places only the last step;
 # a plan whose best chain is the one relation into the kind the question names is sure (not hedged)
-PLAN_VERSION = 22
+# 23: a plan whose best chain misses the kind a noun of the question clearly names, where another chain reaches it,
+# is unsure (hedged)
+PLAN_VERSION = 23
 
 
 @dataclass(frozen=True)

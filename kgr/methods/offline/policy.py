@@ -59,9 +59,10 @@ chain ending in such a type earns `answer_type`. A wh-word asks for the end a la
 the subject end of a label naming its object ("who" fits `author`, not the step from an author to his books;
 `names_its_object`, `kgr.schema.subject_arrivals`), and it places only a chain's last step in the order terms.
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
-question word names a reachable step at all, and whether the best chain explains the word nearest the mention or is the
-one step into the kind the question names (else DotRAG hedges over several trajectories). Near ties are walked beside
-the best chain: other first steps to the leading type within `tie_margin` (and whose relations' words fit as well) as
+question word names a reachable step at all, whether the best chain reaches the kind a noun of the question clearly
+names where another chain does ("which cities is [X] taught in", `taught by` fitting "taught"), and whether it explains
+the word nearest the mention or is the one step into the kind the question names (else DotRAG hedges over several
+trajectories). Near ties are walked beside the best chain: other first steps to the leading type within `tie_margin` (and whose relations' words fit as well) as
 pairs of their own (`tied_first_queries`), and near-tied continuations, of any type, in each review ("[X]'s parents":
 `father` and `mother`). A review that would stop walks on, one hop per possessed noun ("[X]'s grandparents") the chain
 up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps the stop ranked first:
@@ -228,8 +229,9 @@ class OfflinePolicy(Policy):
         return ids, scores, owner, best
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
-        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach, and
-        the best chain explains the word nearest the mention (`explains_nearest`) or is the one step into the kind the
+        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach, the
+        best chain reaches the kind a noun of the question clearly names where any chain does (`_misses_named_kind`),
+        and it explains the word nearest the mention (`explains_nearest`) or is the one step into the kind the
         question names (`_one_step_to_named_kind`).
 
         Without them ("describe [X] in a few words"; "which packages require [X]" on a graph saying `depends_on`) the
@@ -243,8 +245,24 @@ class OfflinePolicy(Policy):
         best = scorer.best_match(sorted(steps))
         if best is not None and best < self.settings.confident_similarity:
             return False
+        if self._misses_named_kind(question, anchor, options):
+            return False
         return self.explains_nearest(question, anchor, options) or \
             self._one_step_to_named_kind(question, anchor, options)
+
+    def _misses_named_kind(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
+        """Whether a noun naming the answer's kind clearly names a type some chain from the anchor reaches but the best
+        chain does not ("which cities is [X] taught in": "taught" fits `taught by` 0.85, but people are no cities, and
+        the courses' buildings are in some): the best chain reads the other words only. An anchor of the named kind
+        stands among it already ("which company in [Oslo] is in the [software] industry": "company" 0.71 from
+        `industry`, whose objects the anchor is one of)."""
+        ids, scores, _, _ = self._option_scores(question, anchor, options)
+        own = [self._steps.type_number(t) for t in anchor.types]
+        named = self._scorer(question, anchor).named_by_kind_nouns()  # per type numbered so far: the chains', own
+        if named is None or not len(scores) or named[own].any():
+            return False
+        arrivals = np.where(ids >= 0, named[np.array(self._steps.type)[np.maximum(ids, 0)]], False)
+        return bool(arrivals.any()) and not arrivals[int(np.argmax(scores))].any()
 
     def _one_step_to_named_kind(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether the best chain is one step along the one relation from the anchor into the one type the answer-kind
