@@ -62,20 +62,21 @@ The best chain decides the trajectory ranking, each continuation and where to st
 question word names a reachable step at all, whether the best chain reaches the kind a noun of the question clearly
 names where another chain does ("which cities is [X] taught in", `taught by` fitting "taught"), and whether it explains
 the word nearest the mention or is the one step into the kind the question names (else DotRAG hedges over several
-trajectories). Near ties are walked beside the best chain: other first steps to the leading type within `tie_margin` (and whose relations' words fit as well) as
-pairs of their own (`tied_first_queries`), and near-tied continuations, of any type, in each review ("[X]'s parents":
-`father` and `mother`). A review that would stop walks on, one hop per possessed noun ("[X]'s grandparents") the chain
-up to the stop leaves unexplained, along the continuation that fits the noun best, and keeps the stop ranked first:
-English names one relation per possessed noun, whatever the encoder makes of it. It names one per generation too: a
-generational noun is read as its kin noun said once per generation ("grandparents": parents, parents; "grandmother":
-parent, mother; `lexicon.generations`), and a word said again is explained by the same step walked again however little
-it is like it ("parents" is 0.45 from `child of`). A relative further off is read as the links it names ("aunt": parent,
-sibling; "father-in-law": spouse, father; `lexicon.kin_nouns`), each explained by a step of its own, in order outward
-from the anchor (`_steps_in_order`); and a kin word for one member of a relation's group fits a step as well as its
-generic kin noun does ("sons" as "child": 0.71 from `children`, where "sons" is 0.36; `lexicon.kin_class`). Two
-different words for one relation name two steps along it when the chain goes on from the second ("the release dates of
-the films directed by the [X] director": out to the director, back to his films, on to their dates;
-`_spread_relation_words`): where types have no words (a graph without a schema), nothing else names the way back.
+trajectories). Near ties are walked beside the best chain: other first steps to the leading type within `tie_margin`
+(and whose relations' words fit as well) as pairs of their own (`tied_first_queries`), and near-tied continuations, of
+any type, in each review ("[X]'s parents": `father` and `mother`). A review that would stop walks on, one hop per
+possessed noun ("[X]'s grandparents") the chain up to the stop leaves unexplained, along the continuation that fits the
+noun best, and keeps the stop ranked first: English names one relation per possessed noun, whatever the encoder makes of
+it. It names one per generation too: a generational noun is read as its kin noun said once per generation
+("grandparents": parents, parents; "grandmother": parent, mother; `lexicon.generations`), and a word said again is
+explained by the same step walked again however little it is like it ("parents" is 0.45 from `child of`). A relative
+further off is read as the links it names ("aunt": parent, sibling; "father-in-law": spouse, father;
+`lexicon.kin_nouns`), each explained by a step of its own, in order outward from the anchor (`_steps_in_order`); and a
+kin word for one member of a relation's group fits a step as well as its generic kin noun does ("sons" as "child": 0.71
+from `children`, where "sons" is 0.36; `lexicon.kin_class`). Two different words for one relation name two steps along
+it when the chain goes on from the second ("the release dates of the films directed by the [X] director": out to the
+director, back to his films, on to their dates; `_spread_relation_words`): where types have no words (a graph without a
+schema), nothing else names the way back.
 
 Chains are scored many at a time as rows of step numbers; that numbering and the memos that make it fast live in
 kgr.methods.offline.chain_cache and change no score.
