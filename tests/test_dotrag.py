@@ -246,6 +246,17 @@ def test_two_hop_paths_go_anchor_movie_director(dotrag, triples):
     assert_paths_are_in_the_graph(record, triples)
 
 
+def test_a_hedged_plans_walk_keeps_every_depth_it_walked(dotrag):
+    method, query = dotrag(fill=0), Query("q", TWO_HOP)
+    plan = method.plan(query)
+    [walk] = method.retrieve(query, plan=plan).trace["trajectories"]
+    assert not plan["hedged"] and walk["preferred_depths"] == [2]
+    # unsure of its reading, the walk keeps the movies it walked through, after the directors it preferred
+    record = method.retrieve(query, plan={**plan, "hedged": True})
+    [walk] = record.trace["trajectories"]
+    assert walk["preferred_depths"] == [2, 1] and {"Dark Harbor", "Golden Hour"} <= set(record.entities)
+
+
 def test_three_hop_follows_the_anchors_director_not_the_hub(dotrag, triples):
     record = ask(dotrag(), THREE_HOP)
     assert record.anchors == ["The Last Orchard"]

@@ -332,7 +332,7 @@ class DotRAG:
         ranked: list[tuple[tuple, Path]] = []
         self._vectors([pair.query for pair in plan.pairs])
         for priority, pair in enumerate(plan.pairs):
-            paths, walk, preferred = self._search(query, plan.question, pair, trace)
+            paths, walk, preferred = self._search(query, plan.question, pair, trace, plan.hedged)
             trace["trajectories"].append({"anchor": self.store.names[pair.anchor], "type": pair.type,
                                           "type_named_by": self._type_names.get(pair.type, []),
                                           "hops": [asdict(h) for h in walk], "preferred_depths": preferred})
@@ -422,10 +422,11 @@ class DotRAG:
         trace["passages"] = [store.passages[p][0] for p in order]
         return order
 
-    def _search(self, query: Query, question: str, pair: Pair, trace: dict
+    def _search(self, query: Query, question: str, pair: Pair, trace: dict, hedged: bool = False
                 ) -> tuple[list[Path], list[HopSummary], list[int]]:
         """Walk from the anchor hop by hop (the policy reviews each hop reading `question`); return the paths at the
-        preferred depths, the walk and those depths."""
+        preferred depths, the walk and those depths. A hedged plan's walk keeps every depth it walked, the preferred
+        first: the policy unsure of its reading, a depth it walked past may hold the answer (recall first)."""
         settings, store, reach = self.settings, self.store, self.reach
         anchor = pair.anchor
         anchor_option = AnchorOption(store.names[anchor], store.types_of(anchor), True, 1.0)
@@ -482,6 +483,10 @@ class DotRAG:
         preferred += [d for d in also_depths if 0 < d < len(layers) and d not in preferred]
         if not preferred and walk:
             preferred = [len(walk)]
+        if hedged:
+            # "what do the startups that had [X] as lead investor make" walked on to the products, then stopped back at
+            # the startups ("make" is 0.37 from `develops`): unsure of the reading, every depth walked is kept
+            preferred += [d for d in range(1, len(layers)) if d not in preferred]
         paths = [p for d in preferred for p in layer_paths(layers, d)]
         return paths, walk, preferred
 
