@@ -4,9 +4,10 @@
     python bench/devgraphs_check.py fixtures/devgraphs/genealogy    # one graph
 
 Each folder holds one triples file (`kb.txt`: `subject|relation|object` lines, `triples.jsonl`: `{subject,
-relation, object}` objects, or `triples.csv`: a CSV file with the header row `subject,relation,object`, RFC 4180
-quoting, read with the csv module) and `questions.jsonl` (kgr's JSONL question format: `id`, `question`, `anchors`,
-`answers`, `hops`, plus `path`, which kgr ignores and this script reads). Checks:
+relation, object}` objects, `triples.csv`: a CSV file with the header row `subject,relation,object`, RFC 4180
+quoting, read with the csv module, or `triples.tsv`: the same, tab-delimited, header `subject<TAB>relation<TAB>object`)
+and `questions.jsonl` (kgr's JSONL question format: `id`, `question`, `anchors`, `answers`, `hops`, plus `path`,
+which kgr ignores and this script reads). Checks:
 
 - the graph: no malformed or repeated triple, and no two entity names that differ only in case or spacing
   (names must not be ambiguous);
@@ -38,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = ROOT / "fixtures" / "devgraphs"
-TRIPLE_FILES = ("kb.txt", "triples.jsonl", "triples.csv")
+TRIPLE_FILES = ("kb.txt", "triples.jsonl", "triples.csv", "triples.tsv")
 CSV_HEADER = ["subject", "relation", "object"]
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 _STEP = re.compile(r"^(?P<dir>[~*]?)(?P<rel>[^\[\]]+?)(?:\[(?P<filters>[^\[\]]+)\])?$")
@@ -52,12 +53,13 @@ def triples_file(folder: Path) -> Path:
 
 
 def read_csv_rows(path: Path, errors: list[str]):
-    """(line number, fields) of a triples.csv after its header row."""
+    """(line number, fields) of a triples.csv (or tab-delimited triples.tsv) after its header row."""
+    delimiter = "\t" if path.suffix == ".tsv" else ","
     with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(handle, delimiter=delimiter)
         header = next(reader, None)
         if header != CSV_HEADER:
-            errors.append(f"{path.name}: header {header!r}, expected {','.join(CSV_HEADER)}")
+            errors.append(f"{path.name}: header {header!r}, expected {delimiter.join(CSV_HEADER)!r}")
         for row in reader:
             if row:
                 yield reader.line_num, row
@@ -65,7 +67,7 @@ def read_csv_rows(path: Path, errors: list[str]):
 
 def read_triples(path: Path, errors: list[str]) -> list[tuple[str, str, str]]:
     triples = []
-    if path.suffix == ".csv":
+    if path.suffix in (".csv", ".tsv"):
         for lineno, parts in read_csv_rows(path, errors):
             if len(parts) != 3 or not all(p.strip() == p and p for p in parts):
                 errors.append(f"{path.name}:{lineno}: malformed triple {parts!r}")
