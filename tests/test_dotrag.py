@@ -568,6 +568,15 @@ def test_an_unsure_plan_hedges_over_several_trajectories_each_with_its_own_query
     assert len(dotrag(hedge_trajectories=0).plan(Query("q", "describe [Dark Harbor] in a few words"))["pairs"]) == 1
 
 
+def test_an_unsure_plan_walks_every_first_relation_into_the_leading_type(dotrag):
+    # Clint Ranger acts and directs: unsure which, the plan walks both ways into his movies, not only its first choice
+    unsure = dotrag(hedge_trajectories=4).plan(Query("q", "describe [Clint Ranger] in a few words"))
+    assert unsure["hedged"] and [p["type"] for p in unsure["pairs"]] == ["movie", "movie"]
+    assert {p["query"] for p in unsure["pairs"]} == {"directed by movie", "starred actors movie"}
+    sure = dotrag(hedge_trajectories=4).plan(Query("q", "which movies did [Clint Ranger] direct"))
+    assert not sure["hedged"] and [p["query"] for p in sure["pairs"]] == ["directed by movie"]
+
+
 def recorded_encodes(monkeypatch, graph) -> list[list[str]]:
     """The texts of every encoder call made from now on (the list fills as they come)."""
     calls: list[list[str]] = []

@@ -193,8 +193,9 @@ class DotRAG:
                 continue
             order, first_query = self.policy.rank_trajectories(query.id, question, options[index], trajectories)
             keep = settings.trajectories_per_anchor
-            if settings.hedge_trajectories > keep and not self.policy.confident(query.id, question, options[index],
-                                                                              trajectories):
+            unsure = settings.hedge_trajectories > keep and not self.policy.confident(query.id, question,
+                                                                                    options[index], trajectories)
+            if unsure:
                 keep = hedged = settings.hedge_trajectories
             else:  # near-tied leading trajectories are all followed: budget packing ranks their paths
                 keep = max(keep, self.policy.near_ties(query.id, question, options[index], trajectories))
@@ -207,6 +208,9 @@ class DotRAG:
             if order:  # first relations to the leading type the policy cannot tell apart are walked too
                 leading = trajectories[order[0]]
                 ties = self.policy.tied_first_queries(query.id, question, options[index], trajectories)
+                if unsure:  # and all of them where it is unsure: "who are the members of [X]" for `mbr_of_party`
+                    ties += [q for q in dict.fromkeys(step_query(r, leading.type) for r in leading.relations)
+                             if q != first_query and q not in ties][:settings.hedge_trajectories]
                 tied += len(ties)
                 pairs += [Pair(eid, anchor_rank, leading.type, 0, q, tuple(leading.previews)) for q in ties]
         pairs.sort(key=lambda p: (p.anchor_rank, p.type_rank))

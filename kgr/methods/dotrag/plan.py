@@ -37,8 +37,8 @@ from kgr.errors import KgrError
 # 22: a wh-word names no step arriving at the subject end of a label naming its object, and places only the last step;
 # a plan whose best chain is the one relation into the kind the question names is sure (not hedged)
 # 23: a plan whose best chain misses the kind a noun of the question clearly names, where another chain reaches it,
-# is unsure (hedged)
-PLAN_VERSION = 23
+# is unsure (hedged); 24: a hedged plan walks every first relation into the leading type (up to hedge_trajectories)
+PLAN_VERSION = 24
 
 
 @dataclass(frozen=True)
