@@ -208,7 +208,7 @@ class DotRAG:
             if order:  # first relations to the leading type the policy cannot tell apart are walked too
                 leading = trajectories[order[0]]
                 ties = self.policy.tied_first_queries(query.id, question, options[index], trajectories)
-                if unsure:  # and all of them where it is unsure: "who are the members of [X]" for `mbr_of_party`
+                if unsure:  # unsure of the reading, all of them ("who are the members of [X]": not `mbr_of_party`)
                     ties += [q for q in dict.fromkeys(step_query(r, leading.type) for r in leading.relations)
                              if q != first_query and q not in ties][:settings.hedge_trajectories]
                 tied += len(ties)
