@@ -65,18 +65,13 @@ def read_csv_rows(path: Path, errors: list[str]):
                 yield reader.line_num, row
 
 
-def read_triples(path: Path, errors: list[str]) -> list[tuple[str, str, str]]:
-    triples = []
+def read_rows(path: Path, errors: list[str]):
+    """(line number, fields, the record as written) of each record of a triples file, in any of its kinds."""
     if path.suffix in (".csv", ".tsv"):
-        for lineno, parts in read_csv_rows(path, errors):
-            if len(parts) != 3 or not all(p.strip() == p and p for p in parts):
-                errors.append(f"{path.name}:{lineno}: malformed triple {parts!r}")
-                continue
-            triples.append(tuple(parts))
-        lines = []
-    else:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    for lineno, line in enumerate(lines, start=1):
+        for lineno, row in read_csv_rows(path, errors):
+            yield lineno, row, row
+        return
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         if path.suffix == ".jsonl":
@@ -86,8 +81,14 @@ def read_triples(path: Path, errors: list[str]) -> list[tuple[str, str, str]]:
                 errors.append(f"{path.name}:{lineno}: expected exactly subject, relation, object")
         else:
             parts = line.split("|")
+        yield lineno, parts, line
+
+
+def read_triples(path: Path, errors: list[str]) -> list[tuple[str, str, str]]:
+    triples = []
+    for lineno, parts, written in read_rows(path, errors):
         if len(parts) != 3 or not all(isinstance(p, str) and p.strip() == p and p for p in parts):
-            errors.append(f"{path.name}:{lineno}: malformed triple {line!r}")
+            errors.append(f"{path.name}:{lineno}: malformed triple {written!r}")
             continue
         triples.append(tuple(parts))
     for triple, count in Counter(triples).items():

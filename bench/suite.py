@@ -68,6 +68,7 @@ import metaqa_table  # noqa: E402
 import musique_data  # noqa: E402
 import twowiki_data  # noqa: E402
 import wc2014_data  # noqa: E402
+from devgraphs_check import triples_file  # noqa: E402
 from twowiki_data import add_threads_option, apply_threads, build_project  # noqa: E402
 
 from kgr.errors import KgrError  # noqa: E402
@@ -75,7 +76,7 @@ from kgr.errors import KgrError  # noqa: E402
 PROJECTS = ROOT / "bench" / "out" / "projects"
 OUT = ROOT / "bench" / "out" / "suite"
 DATA_OUT = ROOT / "bench" / "out" / "suite" / "data"
-DEVGRAPHS = ROOT / "fixtures" / "devgraphs"  # hand-made graphs: <name>/{kb.txt, triples.jsonl, .csv or .tsv; questions.jsonl}
+DEVGRAPHS = ROOT / "fixtures" / "devgraphs"  # hand-made graphs (`devgraphs_check.TRIPLE_FILES`, questions.jsonl)
 DEV_GRAPHS = ("packages", "genealogy", "hospital", "publishing", "kinfolk", "mediabase", "catalog", "research",
               "transit", "campus", "ventures", "civics")
 RELABEL_STYLES = ("camel", "spaced", "path", "dunder")  # bench/relabel.py's respellings run as suite sets
@@ -128,13 +129,6 @@ SETS = [
 SET_NAMES = [s.name for s in SETS]
 
 
-def devgraph_triples(graph: str) -> Path:
-    """A hand-made graph's triples file (`kb.txt`, `subject|relation|object`; `triples.jsonl`, `.csv` or `.tsv`)."""
-    folder = DEVGRAPHS / graph
-    return next(path for path in (folder / name for name in ("kb.txt", "triples.jsonl", "triples.csv", "triples.tsv"))
-                if path.exists())
-
-
 def prepare_inputs(project: str) -> dict:
     """Write a project's kgr inputs (graph files and question JSONL) under DATA_OUT; return the ingest arguments
     (never a schema: only MetaQA's own project, built outside the suite, has one)."""
@@ -148,7 +142,7 @@ def prepare_inputs(project: str) -> dict:
         wc2014_data.convert(wc2014_data.DATA, DATA_OUT / "wc2014")  # the questions, shared with wc2014's sets
         return {"paths": [relabel.write_kb(project.removeprefix("wc2014-"), out)], "passages": []}
     if project.removeprefix("dev-") in DEV_GRAPHS:
-        return {"paths": [devgraph_triples(project.removeprefix("dev-"))], "passages": []}
+        return {"paths": [triples_file(DEVGRAPHS / project.removeprefix("dev-"))], "passages": []}
     if project == "metaqa-noschema":
         return {"paths": [metaqa_table.DATA / "kb.txt"], "passages": []}
     if project == "twowiki":
