@@ -1,7 +1,7 @@
 """A method (DotRAG unless `--method`) under several settings variants on the dev suite's samples, in one process per
 project (nothing is stored).
 
-    python bench/ablate.py --limit 200 --variant base= --variant no-agent=offline.agent_cost=0 \\
+    python bench/ablate.py --limit 200 --variant base= --variant no-typicality=offline.typicality=0 \\
         --variant no-tie=offline.tie_margin=0,offline.order_cost=0
     python bench/ablate.py --method csrag --sets musique,twowiki --variant base= --variant no-walk=csrag.walk_evidence=0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -68,6 +69,13 @@ def global_options(
                                  help="Print the version and exit."),
 ) -> None:
     """Retrieve relational paths from knowledge graphs (DotRAG, CS-RAG, BM25, VSS)."""
+    warnings.showwarning = show_warning
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library warning (a retired setting in kgr.toml) as one line on stderr, like the CLI's other messages."""
+    print(f"kgr: warning: {message}", file=sys.stderr)
+
 
 def one_of(values) -> str:
     """The metavar of an option that takes one of `values`: "[a|b|c]"."""

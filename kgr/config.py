@@ -6,6 +6,7 @@ import math
 import os
 import re
 import tomllib
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -253,14 +254,6 @@ class OfflineConfig:
     appositive_distance: float = ranged(2.5, 0.0)
     # "the screenwriter [X]" (0.74 to writer) describes a writer X
     appositive_similarity: float = ranged(0.7, -1.0, 1.0)
-    # score term: "the films acted by [X]" (X acts and writes): chains not leaving by X's acting
-    agent_cost: float = ranged(0.2, 0.0)
-    # score term: chains leaving the anchor by the relation of its role ("co-directors of [X]", "the director [X]":
-    # directed by)
-    role_bonus: float = ranged(0.05, 0.0)
-    # words after the mention count as this much farther (they tend to be the outer clause: "[X] directed which
-    # movies"; 1.0 and 1.5 cost 1-hop and 2-hop recall)
-    right_offset: float = ranged(0.5, 0.0)
     # score term: an out-and-back chain (actor -> movie -> actor) when a sharing cue says the answer shares a neighbour
     # with the anchor ("who co-starred with [X]"; at 0, MetaQA recall 2-hop 0.999 -> 0.909, 3-hop 0.970 -> 0.893)
     sharing_bonus: float = ranged(0.3, 0.0)
@@ -554,7 +547,25 @@ def _check_vectors_uri(uri: str, origin: str) -> str:
         raise ConfigError(f"{origin}: {exc.message}") from None
 
 
+class RetiredSettingWarning(UserWarning):
+    """A setting kgr no longer has, met in a kgr.toml, the environment or an option: it is ignored."""
+
+
+# Settings kgr once had, and why each went: a kgr.toml written before (`kgr init` writes every setting) still loads,
+# with a warning naming each. The offline policy's cue terms were removed when the dev suite showed they no longer paid
+# their way (docs/decisions.md, "Rules that stopped paying").
+RETIRED_SETTINGS = {
+    "offline.agent_cost": "the passive verb's agent term changed no dev-suite answer",
+    "offline.role_bonus": "the role's way out still counts as a step's word; the bonus changed no dev-suite answer",
+    "offline.right_offset": "words after the mention count from it as words before it do",
+}
+
+
 def _apply(config: Config, dotted: str, value: Any, origin: str, error: type[ConfigError] = ConfigError) -> None:
+    if dotted in RETIRED_SETTINGS:
+        warnings.warn(f"{origin}: no longer a setting, ignored ({RETIRED_SETTINGS[dotted]})", RetiredSettingWarning,
+                      stacklevel=2)
+        return
     section_name, _, key = dotted.partition(".")
     sections = {f.name for f in fields(config)}
     section = getattr(config, section_name) if section_name in sections else None
@@ -651,6 +662,8 @@ def pinned_settings(project_dir: str | Path) -> dict[str, tuple[Any, Any]]:
     configured, defaults = load_config(project_dir, environ={}), Config()
     pinned = {}
     for dotted in _flatten(tomllib.loads(path.read_text(encoding="utf-8"))):
+        if dotted in RETIRED_SETTINGS:
+            continue  # load_config has warned
         section, _, key = dotted.partition(".")
         value, default = getattr(getattr(configured, section), key), getattr(getattr(defaults, section), key)
         if value != default:

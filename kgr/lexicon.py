@@ -369,7 +369,7 @@ def around_mention(question: str, anchor_name: str) -> tuple[str, str]:
     return (question[:at], question[at + len(name):]) if at >= 0 and name else ("", question)
 
 
-def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -> list[tuple[str, float]]:
+def question_words(question: str, anchor_name: str) -> list[tuple[str, float]]:
     """Content words outside the anchor's mention, each with its distance (in words) from the mention.
 
     The mention is the bracketed one naming the anchor (else the first); the words of other bracketed mentions name
@@ -383,7 +383,7 @@ def question_words(question: str, anchor_name: str, right_offset: float = 0.0) -
     if right_words and right_words[-1] == "do" and asks_activity(question):
         right_words[-1] = ACTIVITY_NOUN  # "what does [X] do": the verb asks for X's occupation
     for distance, word in [(len(left_words) - k, w) for k, w in enumerate(left_words)] + \
-                          [(k + 1 + right_offset, w) for k, w in enumerate(right_words)]:
+                          [(k + 1, w) for k, w in enumerate(right_words)]:
         if word.startswith("co-") and len(word) > 3:
             words.append((CO_PREFIX, distance))
             word = word[3:]

@@ -14,7 +14,8 @@ import tomllib
 import pytest
 import tomli_w
 
-from kgr.config import CONFIG_FILE, Config, ConfigError, ConfigFileError, ValueRange, load_config
+from kgr.config import (CONFIG_FILE, Config, ConfigError, ConfigFileError, RetiredSettingWarning, ValueRange,
+                        load_config)
 from kgr.errors import ExitStatus
 from kgr.project import Project
 
@@ -213,6 +214,32 @@ def test_cli_precedence_flag_over_environment_over_file_over_default(project, ru
     assert result.exit_code == 0 and json.loads(result.stdout)["max_hops"] == 1
     result = run_kgr("reach", project, env={"KGR_REACH__MAX_HOPS": "1"})
     assert result.exit_code == 0 and "up to date" in result.stderr
+
+
+def test_a_retired_setting_is_ignored_with_a_warning_naming_its_line(tmp_path):
+    # a kgr.toml written before the offline policy's cue terms went (`kgr init` writes every setting) still loads
+    path = tmp_path / CONFIG_FILE
+    path.write_text("[offline]\nstep_cost = 0.2\nagent_cost = 0.2\n", encoding="utf-8")
+    with pytest.warns(RetiredSettingWarning, match=re.escape(f"{path}:3: offline.agent_cost: no longer a setting")):
+        config = load_config(tmp_path, environ={})
+    assert config.offline.step_cost == 0.2 and not hasattr(config.offline, "agent_cost")
+    with pytest.warns(RetiredSettingWarning, match="environment KGR_OFFLINE__RIGHT_OFFSET: no longer a setting"):
+        load_config(environ={"KGR_OFFLINE__RIGHT_OFFSET": "0.5"})
+    with pytest.raises(ConfigError, match="unknown setting 'offline.agent_costs'"):  # a typo is still refused
+        load_config(overrides={"offline.agent_costs": "0.2"}, environ={})
+
+
+def test_cli_warns_of_a_retired_setting_in_one_line(metaqa_project, copy_project, run_kgr):
+    project = copy_project(metaqa_project, "retired")
+    path = project / CONFIG_FILE
+    text = path.read_text(encoding="utf-8")
+    assert "[offline]\n" in text
+    path.write_text(text.replace("[offline]\n", "[offline]\nrole_bonus = 0.05\n", 1), encoding="utf-8")
+    result = run_kgr("status", project)
+    assert result.exit_code == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "role_bonus" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"kgr: warning: {path}:"), result.stderr
+    assert "offline.role_bonus: no longer a setting, ignored" in warned[0]
 
 
 def test_cli_named_flag_beats_set_and_environment(project, run_kgr):

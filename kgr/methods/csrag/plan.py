@@ -98,8 +98,9 @@ if TYPE_CHECKING:
 # first relation into its type from another (`ChainScorer.affinity`); 22: a wh-word names no step arriving at the
 # subject end of a label naming its object ("who" for an author's books), and places only the last step; a plan
 # whose best chain is the one relation into the kind the question names is sure (not hedged); 23: a plan whose best
-# chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged)
-PLAN_VERSION = 23
+# chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged); 24: the
+# offline policy's chain score has no role bonus, agent cost or right offset
+PLAN_VERSION = 24
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
@@ -315,7 +316,7 @@ def _nearest_named(words: list[tuple[str, float]], word_vectors: dict[str, np.nd
     ("when were the packages that [X] depends on first released": depends on, though "first released" fits the
     question better), as the offline policy's `nearest_cost` assumes; `words` are the question's words with their
     distances from the mention (`lexicon.question_words`). Words after the mention count as near as words before it
-    (the offline policy's `right_offset` 0.5 gave 0.0001 more suite recall, for a dependency on its section)."""
+    (the offline policy once counted them 0.5 farther; the dev suite read alike without it)."""
     placed = [(distance, word) for word, distance in words if word in word_vectors]
     if not placed or not len(label_vectors) or settings.nearest_similarity > 1.0:
         return None

@@ -9,9 +9,7 @@ comments give its reason), summed in this order (`ChainScorer`: one method per t
 
     score = sum over words w of max over steps i of sim(w, step i)                            (explained)
             - step_cost * len(chain)
-            + role_bonus * [the first step is the way out the anchor's role names]
             - unsupported * [a step has no word of its own]            (bridge_cost if each such step is a bridge)
-            - agent_cost * [the anchor is a passive verb's agent and the chain leaves by another role]
             - order_cost * [order inversions]
             - nearest_cost * [the placed word nearest the mention is not the first step's]
             + (sharing_bonus with a sharing cue, else return_prior) * [the chain goes out and back]
@@ -28,9 +26,7 @@ heads the [X]"; not a noun joined to it by "of", as in "director of [X]", which 
 of the sum, and so are relative wh-words (any after the first: "the hospital where [X] works"); a role word names
 the anchor's way out, the most frequent relation leaving the type it describes ("the director [X]":
 directed by), so a first step along that relation counts as supported ("who are the actors of the director [X]"
-is two steps, though no other word names the first) and gets `role_bonus`. Likewise the mention after "by" is
-the agent of the verb before it: "the films acted by [X]", for an X who acts and writes, leaves X by the way out of
-the type the verb names (acting), and other first steps pay `agent_cost`.
+is two steps, though no other word names the first).
 A step has a word of its own when each step of the chain can be given a different word that it explains best or
 nearly as well (within `support_margin`, at a cosine of at least `nearest_explained`; not the answer-kind words, not
 the same label walked again): the encoder's small preferences are noise ("which writers has [X] published":
@@ -42,9 +38,9 @@ English nests relations outward from the mention ("the directors of the films wr
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
 `order_margin` over every other step place it (`who` fits an actor and a movie almost equally and says nothing
-about order). Words after the mention count `right_offset` farther. The mean can hide an inverted pair ("which
-person wrote the films acted by [X]": "acted" is next to the mention, so acting is the first step), so the placed
-word nearest the mention must also belong to the first step, or the chain pays `nearest_cost`.
+about order). The mean can hide an inverted pair ("which person wrote the films acted by [X]": "acted" is next to
+the mention, so acting is the first step), so the placed word nearest the mention must also belong to the first step,
+or the chain pays `nearest_cost`.
 Words that say the answer shares a neighbour with the anchor ("co-starred", "share", "also", "same", ...) are
 English, not any graph's: when one is present, a chain that goes out and comes back to a type through the same
 relation (actor -> movie -> actor) earns `sharing_bonus`, and the cue counts as what both steps of that pair explain.
@@ -474,9 +470,9 @@ class OfflinePolicy(Policy):
 
     def _read(self, question: str, anchor: AnchorOption) -> Reading:
         """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
-        words that only describe the anchor, the relations the anchor's role and agency name, and the sharing cue."""
+        words that only describe the anchor, the relation the anchor's role names, and the sharing cue."""
         settings = self.settings
-        words = question_words(question, anchor.name, settings.right_offset)
+        words = question_words(question, anchor.name)
         links_siblings = any(is_sibling_word(w) for w, _ in words) and not self._labels_siblings()
         if links_siblings:
             words = siblings_as_links(words)
@@ -507,7 +503,6 @@ class OfflinePolicy(Policy):
                          named.group(1).casefold() == anchor.name.casefold()}
             words = [(w, d) for w, d in words if not (w in described and d <= 1)]
         role_relation = self._role_relation(roles, anchor.types)
-        agent_relation = self._agent_relation(question, anchor.types) if settings.agent_cost else None
         word_vectors = self._vector([w for w, _ in words]) if words else None
         # a kin word for one member of a relation's group reads as its generic kin noun too ("sons": child)
         classes = [kin_class(w) for w, _ in words]
@@ -521,7 +516,7 @@ class OfflinePolicy(Policy):
         answer_words = [i for i, (w, _) in enumerate(words) if w in kinds]
         possessed = [i for i, (w, _) in enumerate(words) if w in owned and w not in kinds]
         return Reading(words, word_vectors, sharing, repeated, self._shared_support(word_vectors), role_relation,
-                       agent_relation, answer_words, possessed, kin_vectors, kin_chains(words))
+                       answer_words, possessed, kin_vectors, kin_chains(words))
 
     def _labels_siblings(self) -> bool:
         """Whether some relation label of the graph names siblings (fits "sibling" at `kin_label_similarity`): where
@@ -548,18 +543,6 @@ class OfflinePolicy(Policy):
     def _way_out(self, type_name: str) -> str | None:
         """The most frequent relation leaving a type (the schema lists them most frequent first)."""
         return next((r for r, _ in self.schema.get(type_name, []) if label_words(r)), None)
-
-    def _agent_relation(self, question: str, anchor_types: list[str]) -> str | None:
-        """The relation of the anchor's role as the agent of a passive verb ("the films acted by [X]"), for an
-        anchor of several types when the verb names one of them clearly (by `order_margin`)."""
-        match = BY_MENTION.search(question)
-        if match is None or len(anchor_types) < 2:
-            return None
-        sims = self._type_similarities([match.group(1).lower()], anchor_types)
-        second, first = np.sort(sims)[-2:]
-        if first - second < self.settings.order_margin:
-            return None  # the verb fits two of the anchor's types about equally: no role to prefer
-        return self._way_out(anchor_types[int(np.argmax(sims))])
 
     def _crowded_steps(self) -> tuple[list[tuple[str, list[tuple[str, str]]]], np.ndarray, np.ndarray, np.ndarray]:
         """The types with more than `steps_per_type` schema steps, with their steps; those steps' distinct texts'
@@ -649,7 +632,6 @@ class Reading:
     repeated: list[list[int]]  # the places of each word said more than once (none under a sharing cue)
     shared: tuple[list[set[str]], np.ndarray] | None  # shared label words' support (OfflinePolicy._shared_support)
     role_relation: str | None  # the way out the anchor's role names ("the director [X]": directed_by)
-    agent_relation: str | None  # the way out the anchor's agency names ("the films acted by [X]": starred_actors)
     answer_words: list[int]  # the places of the words naming the answer's kind ("which country", "when")
     possessed: list[int]  # the places of possessed nouns ("[X]'s grandparents", "the grandchildren of [X]")
     # per word, the vector of the generic kin noun it also reads as (`lexicon.kin_class`; its own where it has none);
@@ -672,7 +654,6 @@ class ChainGroup:
     priors: np.ndarray  # per chain, its steps' summed log-typicality (`compile_chains`)
     first_relations: np.ndarray  # per chain, its first step's relation number
     last_types: np.ndarray  # per chain, its last step's type number
-    leaves_by_role: np.ndarray | None  # per chain, whether it leaves by the role's way out (None: no role word)
     placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
     bridges: np.ndarray | None  # steps x chains: the only way to the next step (`ChainScorer._bridges`; None: off)
 
@@ -774,12 +755,6 @@ class ChainScorer:
         """`step_cost` per step: a longer chain must explain more words to win."""
         return self.settings.step_cost * group.length
 
-    def role_bonus(self, group: ChainGroup) -> np.ndarray | None:
-        """`role_bonus` for leaving by the way out the anchor's role names ("the director [X]": directed by)."""
-        if group.leaves_by_role is None:
-            return None
-        return self.settings.role_bonus * group.leaves_by_role
-
     def unsupported(self, group: ChainGroup) -> np.ndarray:
         """`unsupported` when some step has no word of its own (nor a sharing cue, nor the anchor's role); only
         `bridge_cost` when each such step is a bridge, the way to where a named step leaves from ("which country is
@@ -790,13 +765,6 @@ class ChainScorer:
         detour = (unsupported & ~group.bridges).any(axis=0)
         bridged = unsupported.any(axis=0) & ~detour
         return self.settings.unsupported * detour + self.settings.bridge_cost * bridged
-
-    def agent_cost(self, group: ChainGroup) -> np.ndarray | None:
-        """`agent_cost` for leaving other than by the way out a passive verb names ("the films acted by [X]")."""
-        if self.reading.agent_relation is None:
-            return None
-        agent = self._numbers.relation_numbers.get(self.reading.agent_relation, -1)
-        return self.settings.agent_cost * (group.first_relations != agent)
 
     def order_cost(self, group: ChainGroup) -> np.ndarray | None:
         """`order_cost` per inversion: a step nearer the anchor whose placed words sit farther from the mention."""
@@ -908,8 +876,8 @@ class ChainScorer:
         return self._kind_names
 
     # after `explained - step_cost`, the terms in the order they are summed: (+1 added, -1 subtracted, function)
-    TERMS = ((+1, role_bonus), (-1, unsupported), (-1, agent_cost), (-1, order_cost), (-1, nearest_cost),
-             (+1, returns), (+1, typicality), (+1, answer_type))
+    TERMS = ((-1, unsupported), (-1, order_cost), (-1, nearest_cost), (+1, returns), (+1, typicality),
+             (+1, answer_type))
 
     # -- what the terms read -----------------------------------------------------------------------------------
     def groups(self, chain_ids: np.ndarray, lengths: np.ndarray) -> Iterable[tuple[np.ndarray, ChainGroup]]:
@@ -948,10 +916,8 @@ class ChainScorer:
             supported = (counts > 0) | (returning & reading.sharing)
             first_relations = np.array(self._numbers.relation)[ids[:, 0]]  # relation numbers
             last_types = np.array(self._numbers.type)[ids[:, -1]]  # type numbers
-            leaves_by_role = None
             if reading.role_relation is not None:  # "the director [X]": X's directing is the way out
-                leaves_by_role = first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
-                supported[0] |= leaves_by_role
+                supported[0] |= first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
             if settings.support_margin and length > 1:
                 content = np.ones(len(reading.words), dtype=bool)
                 content[reading.answer_words] = False  # "who" fits any step a little: the answer's kind, no step
@@ -966,7 +932,7 @@ class ChainScorer:
                 placed[:length - 1, self._wh_places] = False
             bridges = self._bridges(ids) if length > 1 and settings.bridge_cost != settings.unsupported else None
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
-                                      first_relations, last_types, leaves_by_role, placed, bridges)
+                                      first_relations, last_types, placed, bridges)
 
     def _bridges(self, ids: np.ndarray) -> np.ndarray:
         """steps x chains: the steps that are the only way to the next step: its relation leaves none of the types the
