@@ -250,7 +250,7 @@ class OfflineConfig:
     # `publisher` 0.57 for "published" left the first step unsupported); 0 = only the best step
     support_margin: float = ranged(0.05, 0.0, 2.0)
     # a word places its step in the sentence only if it prefers it by this much (`who` fits an actor and a movie almost
-    # equally and says nothing about order); also how clearly a passive verb must name one of the anchor's types
+    # equally and says nothing about order)
     order_margin: float = ranged(0.05, 0.0, 2.0)
     # "the director [X]", "[X] the writer"; not "the movies starred by [X]"
     appositive_distance: float = ranged(2.5, 0.0)
