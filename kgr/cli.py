@@ -14,6 +14,7 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from kgr import __version__, api
+from kgr.config import RetiredSettingWarning
 from kgr.console import Output, counted
 from kgr.errors import ExitStatus, KgrError, UsageError
 from kgr.ingest.formats import FORMATS
@@ -73,8 +74,15 @@ def global_options(
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A library warning (a retired setting in kgr.toml) as one line on stderr, like the CLI's other messages."""
-    print(f"kgr: warning: {message}", file=sys.stderr)
+    """kgr's own warnings (a retired setting in kgr.toml) as one line on stderr, like the CLI's other messages; any
+    other library's as Python shows it."""
+    if issubclass(category, RetiredSettingWarning):
+        print(f"kgr: warning: {message}", file=sys.stderr)
+    else:
+        python_show_warning(message, category, filename, lineno, file, line)
+
+
+python_show_warning = warnings.showwarning
 
 
 def one_of(values) -> str:
