@@ -174,8 +174,8 @@ def test_explain_says_which_way_a_relation_was_walked_and_why(tmp_path, run_kgr)
 
 def test_no_step_of_the_dev_graphs_gold_paths_is_read_the_wrong_way():
     # bench/direction_check.py over fixtures/devgraphs: a wrong reading costs a walk the answers the other way, an
-    # unread step only precision (walked both ways); the counts: 136 right, 137 unread (twelve graphs, with ventures and
-    # civics, written after the reader: 3 right and 14 unread on them)
+    # unread step only precision (walked both ways); the counts: 136 right, 137 unread (thirteen graphs; ventures, civics
+    # and pharma, written after the reader: 3 right and 14 unread on them, pharma's 4 steps symmetric)
     import importlib.util
     import sys
     from collections import Counter
