@@ -14,9 +14,8 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from kgr import __version__, api
-from kgr.config import RetiredSettingWarning
 from kgr.console import Output, counted
-from kgr.errors import ExitStatus, KgrError, UsageError
+from kgr.errors import ExitStatus, KgrError, RetiredSettingWarning, UsageError
 from kgr.ingest.formats import FORMATS
 from kgr.methods import METHODS
 
@@ -73,6 +72,9 @@ def global_options(
     warnings.showwarning = show_warning
 
 
+python_show_warning = warnings.showwarning
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """kgr's own warnings (a retired setting in kgr.toml) as one line on stderr, like the CLI's other messages; any
     other library's as Python shows it."""
@@ -80,9 +82,6 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
         print(f"kgr: warning: {message}", file=sys.stderr)
     else:
         python_show_warning(message, category, filename, lineno, file, line)
-
-
-python_show_warning = warnings.showwarning
 
 
 def one_of(values) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from kgr.errors import ExitStatus, UsageError
+from kgr.errors import ExitStatus, RetiredSettingWarning, UsageError
 
 CONFIG_FILE = "kgr.toml"
 ENV_PREFIX = "KGR_"
@@ -547,10 +547,6 @@ def _check_vectors_uri(uri: str, origin: str) -> str:
         return check_uri(uri)
     except UsageError as exc:
         raise ConfigError(f"{origin}: {exc.message}") from None
-
-
-class RetiredSettingWarning(UserWarning):
-    """A setting kgr no longer has, met in a kgr.toml, the environment or an option: it is ignored."""
 
 
 # Settings kgr once had, and why each went: a kgr.toml written before (`kgr init` writes every setting) still loads,

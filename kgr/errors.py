@@ -67,3 +67,8 @@ class BackboneError(KgrError):
     """The LLM backbone failed in a way that stops the run (e.g. a call or spend cap)."""
 
     status = ExitStatus.BACKBONE
+
+
+class RetiredSettingWarning(UserWarning):
+    """A setting kgr no longer has, met in a kgr.toml, the environment or an option: it is ignored
+    (`kgr.config.RETIRED_SETTINGS`)."""
