@@ -99,8 +99,9 @@ if TYPE_CHECKING:
 # subject end of a label naming its object ("who" for an author's books), and places only the last step; a plan
 # whose best chain is the one relation into the kind the question names is sure (not hedged); 23: a plan whose best
 # chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged); 24: the
-# offline policy's chain score has no role bonus, agent cost or right offset
-PLAN_VERSION = 24
+# offline policy's chain score has no role bonus, agent cost or right offset; 25: a noun naming the answer's kind
+# explains no step of a chain ending elsewhere unless it fits that step itself
+PLAN_VERSION = 25
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

@@ -53,7 +53,10 @@ relation labels naming them, to a noun (`adjacent station`: "which stations"): t
 `answer_type_margin` of its best match to, if every other type trails by `answer_type_clarity` (`TypeLooks`), and a
 chain ending in such a type earns `answer_type`. A wh-word asks for the end a label names: it fits no step arriving at
 the subject end of a label naming its object ("who" fits `author`, not the step from an author to his books;
-`names_its_object`, `kgr.schema.subject_arrivals`), and it places only a chain's last step in the order terms.
+`names_its_object`, `kgr.schema.subject_arrivals`), and it places only a chain's last step in the order terms. A noun
+saying the answer's kind explains a chain ending at a type it names; in one ending elsewhere it counts in the sum only
+where it fits its step itself (at `nearest_explained`: "country" 0.36 from `produced` is no step of "what country is
+the producer of [X] from").
 The best chain decides the trajectory ranking, each continuation and where to stop; `confident` says whether any
 question word names a reachable step at all, whether the best chain reaches the kind a noun of the question clearly
 names where another chain does ("which cities is [X] taught in", `taught by` fitting "taught"), and whether it explains
@@ -710,6 +713,7 @@ class ChainScorer:
         self._subject_steps = subject_steps  # steps a wh-word cannot name (`similarities`)
         self._looks = looks  # what the answer-kind words match
         self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
+        self._kind_word_names: np.ndarray | None = None  # answer-kind words x type numbers: the word names the type
         self._noun_names: np.ndarray | None = None  # per graph type, whether a kind noun clearly names it by its names
         self.anchor_types = anchor_types
         self.settings = settings
@@ -871,9 +875,20 @@ class ChainScorer:
             sims = looks.similarities(reading.vectors[reading.answer_words], self._kind_nouns(), self._vector)
             named = named_by_similarity(sims, settings.answer_type_margin,
                                         settings.answer_type_clarity)  # kind words x graph types
-            rows = looks.rows
-            self._kind_names = np.array([named[:, rows[t]].sum() if t in rows else 0 for t in type_names], dtype=float)
+            rows, unnamed = looks.rows, np.zeros(len(named), dtype=bool)
+            self._kind_word_names = np.array([named[:, rows[t]] if t in rows else unnamed for t in type_names],
+                                             dtype=bool).T  # kind words x type numbers
+            self._kind_names = self._kind_word_names.sum(axis=0).astype(float)
         return self._kind_names
+
+    def _kind_nouns_elsewhere(self, last_types: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Per noun naming the answer's kind that names some type (as `answer_type` reads it), its place and, per
+        chain, whether the chain ends at a type it does not name."""
+        if self._named_types() is None:
+            return []
+        return [(place, ~self._kind_word_names[k, last_types])
+                for k, (place, noun) in enumerate(zip(self.reading.answer_words, self._kind_nouns()))
+                if noun and self._kind_word_names[k].any()]
 
     # after `explained - step_cost`, the terms in the order they are summed: (+1 added, -1 subtracted, function)
     TERMS = ((-1, unsupported), (-1, order_cost), (-1, nearest_cost), (+1, returns), (+1, typicality),
@@ -909,13 +924,21 @@ class ChainScorer:
             relations = np.array(self._numbers.relation)[ids]  # chains x steps
             _spread_relation_words(sims, best_step, credit, relations, self.distance, reading.answer_words,
                                    settings.nearest_explained)
+            last_types = np.array(self._numbers.type)[ids[:, -1]]  # type numbers
+            # a noun naming the answer's kind explains a chain ending at the kind it names; in a chain ending elsewhere
+            # it explains a step only if it fits that step itself, at `nearest_explained` ("what country is the
+            # producer of [X] from" stopped at the producer: "country" 0.36 from `produced`, the one-step chain 1.02,
+            # the way on to the country 0.75)
+            for place, elsewhere in self._kind_nouns_elsewhere(last_types):
+                unexplained = elsewhere & (credit[place] < settings.nearest_explained)
+                best_step[place, unexplained] = -1
+                credit[place, unexplained] = 0.0
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
             # a sharing cue ("together", "co-", "same") is what an out-and-back pair of steps explains
             supported = (counts > 0) | (returning & reading.sharing)
             first_relations = np.array(self._numbers.relation)[ids[:, 0]]  # relation numbers
-            last_types = np.array(self._numbers.type)[ids[:, -1]]  # type numbers
             if reading.role_relation is not None:  # "the director [X]": X's directing is the way out
                 supported[0] |= first_relations == self._numbers.relation_numbers.get(reading.role_relation, -1)
             if settings.support_margin and length > 1:
