@@ -21,6 +21,12 @@ from kgr.methods.direction import (BACKWARD, EITHER, FORWARD, QuestionTokens, Wa
     ("spouse", False, False, False, "spouse", True, False),
     ("cites_inverse", True, False, False, "cites", False, True),
     ("has_part", False, False, False, "part", False, False),
+    # a form of "be" before a participle and a preposition: the participle is the verb
+    ("wasBornIn", True, False, False, "born", False, False),
+    ("is headquartered in", True, False, False, "headquartered", False, False),
+    ("was acquired by", True, True, False, "acquired", False, False),
+    ("isMemberOf", False, False, True, "member", False, False),  # ... but "of" is a noun's
+    ("is a subsidiary of", False, False, True, "subsidiary", False, False),
 ])
 def test_label_forms(relation, verb, passive, of_form, head, symmetric, inverse):
     form = label_form(relation)

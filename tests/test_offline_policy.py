@@ -1238,6 +1238,8 @@ def test_a_wh_word_names_no_step_arriving_at_a_relations_subject_end():
     ("CITES", False), ("depends_on", False), ("plays_position", False),  # an active verb: its subject acts
     ("child_of", False),  # an "of" noun names its subject
     ("ABOUT", False),  # a preposition names neither end
+    ("wasBornIn", False), ("is headquartered in", False),  # a participle after "be": who was born, not where
+    ("was acquired by", True),  # ... but by an agent, the object
 ])
 def test_names_its_object(relation, names_object):
     assert names_its_object(relation) is names_object

@@ -43,6 +43,8 @@ DETERMINERS = frozenset("the a an his her their its my your our".split())
 POSSESSIVE_ENDINGS = frozenset({"'s", "'"})
 # Prepositions a verb label ends with ("depends on", "belongs to"); a label ending in "of" is a noun's ("child of").
 PREPOSITIONS = frozenset("on in at to from by with under into onto upon for about over through".split())
+# Forms of "be" that lead a participle in a label ("was born in", "is located in"): the word after them is the verb.
+BE_FORMS = frozenset("is was are were be been being".split())
 
 @dataclass(frozen=True)
 class LabelForm:
@@ -62,13 +64,17 @@ def label_form(relation: str) -> LabelForm:
     words = relation_words(relation)
     base = inverse_base(words)
     parts = (base or words).split()
+    if len(parts) > 1 and parts[0] in BE_FORMS and parts[1] not in FUNCTION_WORDS and parts[-1] != "of" and (
+            len(parts) == 2 or parts[2] in PREPOSITIONS):
+        parts = parts[1:]  # "was born in" reads as "born in", a participle; "is member of" stays a noun's
+    participle = len(parts) < len((base or words).split())
     content = [w for w in parts if w not in FUNCTION_WORDS]
     head = content[0] if content else (parts[0] if parts else "")
     # a verb: an -ed participle or a third-person -s form, alone or before a preposition ("cites", "relies on");
     # "has"/"is" lead nouns ("has part", "is in country"), not verbs
     verb = bool(parts) and parts[0] not in FUNCTION_WORDS and (
-        parts[0].endswith("ed") or (parts[0].endswith("s") and not parts[0].endswith("ss")
-                                    and (len(parts) == 1 or parts[1] in PREPOSITIONS)))
+        parts[0].endswith("ed") or participle or (parts[0].endswith("s") and not parts[0].endswith("ss")
+                                                  and (len(parts) == 1 or parts[1] in PREPOSITIONS)))
     of_form = not verb and len(parts) > 1 and parts[-1] == "of"
     noun = parts[-2] if of_form else (parts[-1] if parts else "")
     kin = kin_kind(noun)
