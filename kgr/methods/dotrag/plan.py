@@ -39,7 +39,8 @@ from kgr.errors import KgrError
 # 23: a plan whose best chain misses the kind a noun of the question clearly names, where another chain reaches it,
 # is unsure (hedged); 24: a hedged plan walks every first relation into the leading type (up to hedge_trajectories)
 # 25: the chain score has no role bonus, agent cost or right offset (the dev suite read alike without them); 26: a
-# noun naming the answer's kind explains no step of a chain ending elsewhere unless it fits that step itself
+# noun naming the answer's kind explains no step of a chain ending elsewhere unless it fits that step itself, and
+# "was born in" reads as a verb (a wh-word may name its subject end)
 PLAN_VERSION = 26
 
 
