@@ -649,7 +649,7 @@ class ChainGroup:
 
     length: int
     sims: np.ndarray  # words x chains x steps: each word's similarity to each step (`ChainScorer.similarities`)
-    best_step: np.ndarray  # words x chains: the step explaining the word (-1: none, a repeat no further step fits)
+    best_step: np.ndarray  # words x chains: the step explaining the word (-1: none; a repeat or kind noun fitting none)
     credit: np.ndarray  # words x chains: how well that step explains it
     owned: np.ndarray  # steps x words x chains: the step explains the word
     supported: np.ndarray  # steps x chains: the step explains a word, a sharing cue or the anchor's role
