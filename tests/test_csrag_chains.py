@@ -108,6 +108,25 @@ def test_a_sure_policys_walks_near_tied_with_its_best_follow_it(people):
     assert "its next walk" not in alone.reason and tied.constraints[:len(alone.constraints)] == alone.constraints
 
 
+def test_a_walks_continuations_near_tied_with_the_one_it_took_are_walked_too(people):
+    # a review whose best continuation ties with another (`offline.tie_margin`, `Continue.also`) is followed down both,
+    # as DotRAG's walk follows near-tied continuations: "what is known of [Ada Berg]'s father" names neither his
+    # birthplace nor his job
+    import copy
+    import dataclasses
+
+    question = query("What is known of [Ada Berg]'s father?")
+    untied = copy.deepcopy(people.config)
+    untied.offline.tie_margin = 0.0
+    tied, alone = (plan_question(context, question) for context in (people, dataclasses.replace(people, config=untied)))
+    assert "Ada Berg (a near-tied continuation): " in tied.reason and "near-tied" not in alone.reason
+    assert tied.constraints[:len(alone.constraints)] == alone.constraints and tied.answer == alone.answer
+    extra = tied.constraints[len(alone.constraints):]
+    assert relations(alone) == ["father", "born in"] and [c.relation for c in extra] == ["father", "occupation"]
+    assert extra[0].head == "Ada Berg" and not {c.tail for c in extra} & set(alone.variables)
+    assert {"Malmo", "baker"} <= set(CSRAG(people).retrieve(question).entities)
+
+
 def test_a_hedged_plans_walk_reads_the_edges_the_labels_took_again(people):
     # a triple that bound a variable is no candidate again within its chain (no walking back along the edge just
     # taken); the walk after the labels' plan is a chain of its own and starts from the same edges

@@ -38,6 +38,8 @@ The walk plans a question alone only when the policy is sure of it; the planner 
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,6 +60,21 @@ if TYPE_CHECKING:
 
 # a walk's step: relation, type, variants, the entities it reached, the direction it took ("": either)
 WalkStep = tuple[str, str, list[str], list[int], str]
+
+
+@dataclass
+class WalkState:
+    """Where a walk stands before its next step: the option and hop query it takes next (with its tied relations),
+    the frontier, the relationships walked, the steps and their summaries so far, and its direction reader."""
+
+    option: TrajectoryOption
+    query: str
+    tied: list[str]
+    frontier: list[int]
+    walked: np.ndarray
+    steps: list[WalkStep]
+    summaries: list[HopSummary]
+    reader: WalkReader | None
 
 
 class ChainPlanner:
@@ -99,6 +116,7 @@ class ChainPlanner:
         seen: set[str] = set()  # the labels the walks took or were offered
         unsure = ""
         walked: dict[str, list[WalkStep]] = {}
+        near: dict[str, list[WalkState]] = {}  # per mention, its walk's near-tied continuations
         starts: dict[str, tuple[AnchorOption, list[TrajectoryOption], list[int], int]] = {}  # per mention, its walks
         for mention in mentions:
             eids = anchors[mention]
@@ -114,7 +132,8 @@ class ChainPlanner:
                 unsure = unsure or f"the offline policy is unsure of the walk from {mention!r}"
                 count = settings.hedge_walks
             starts[mention] = (anchor, options, eids, count)
-            walked[mention], offered, stranded = self.walk(query.id, question, anchor, options, eids, settings)
+            walked[mention], offered, stranded = self.walk(query.id, question, anchor, options, eids, settings,
+                                                           branches=near.setdefault(mention, []))
             seen |= offered
             if stranded:
                 return None, stranded
@@ -148,6 +167,10 @@ class ChainPlanner:
                 if steps:
                     self.chain(constraints, names, mention, steps)
                     walks.append(f"{mention} (its next walk {rank}): " + describe(steps))
+            for state in near[mention]:  # and the continuations near-tied with the walk's
+                self.walk_on(query.id, question, anchor, state, set(), settings)
+                self.chain(constraints, names, mention, state.steps)
+                walks.append(f"{mention} (a near-tied continuation): " + describe(state.steps))
         plan = Plan(query.plain, constraints, answer=answer, source="offline",
                     reason="walked by the offline policy: " + "; ".join(walks), warnings=list(warnings))
         return plan, unsure
@@ -167,10 +190,12 @@ class ChainPlanner:
         return head
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
-             settings: "CsragConfig", rank: int = 0) -> tuple[list[WalkStep], set[str], str]:
+             settings: "CsragConfig", rank: int = 0,
+             branches: list["WalkState"] | None = None) -> tuple[list[WalkStep], set[str], str]:
         """(relation, type, variants, entities reached) per step of the policy's walk from `eids` (from its first step
         ranked `rank`, counted from 0; none past the last), the labels it was offered on the way, and why the walk
-        cannot tell where it ends ("": it can)."""
+        cannot tell where it ends ("": it can). Into `branches` go the walks' states at each continuation the policy
+        found near-tied with the one it took (`Continue.also`), for `walk_on`."""
         policy = self.policy
         order, query = policy.rank_trajectories(qid, question, anchor, options)
         if rank >= len(order):
@@ -180,11 +205,19 @@ class ChainPlanner:
             query = step_query(option.relations[0], option.type)
         tied = [] if rank else [self.relation_of(q, option)
                                 for q in policy.tied_first_queries(qid, question, anchor, options)]
-        walked = np.empty(0, dtype=np.int64)
-        offered = {r for o in options for r in o.relations}
-        steps = []
-        frontier, walk = list(eids), []
         reader = WalkReader(question, anchor.name, self.index.links_siblings) if settings.read_direction else None
+        state = WalkState(option, query, tied, list(eids), np.empty(0, dtype=np.int64), [], [], reader)
+        offered = {r for o in options for r in o.relations}
+        return state.steps, offered, self.walk_on(qid, question, anchor, state, offered, settings, branches)
+
+    def walk_on(self, qid: str, question: str, anchor: AnchorOption, state: "WalkState", offered: set[str],
+                settings: "CsragConfig", branches: list["WalkState"] | None = None) -> str:
+        """Walk from `state` (its next step taken, the policy deciding each further one) until the policy stops, in
+        place; the labels offered go into `offered`, the states at near-tied continuations into `branches`. Returns
+        why the walk cannot tell where it ends ("": it can)."""
+        policy = self.policy
+        option, query, tied, frontier, walked = state.option, state.query, state.tied, state.frontier, state.walked
+        steps, walk, reader = state.steps, state.summaries, state.reader
         while True:
             relation = self.relation_of(query, option)
             frontier, walked, ends, direction = self.follow(frontier, relation, option.type, walked, reader)
@@ -197,14 +230,17 @@ class ChainPlanner:
             offered.update(r for o in options for r in o.relations)
             if not options:
                 if self.goes_on(relation, ends, settings):
-                    return steps, offered, f"the entities {relation!r} reaches have no further relationships, " \
-                                           "though the graph goes on from it elsewhere"
+                    return f"the entities {relation!r} reaches have no further relationships, " \
+                           "though the graph goes on from it elsewhere"
                 break
             step = policy.review(qid, question, anchor, walk, options, policy.max_hops)
             if not isinstance(step, Continue):
                 break
+            if branches is not None:  # as DotRAG walks near-tied continuations beside the best
+                branches.extend(WalkState(options[at], near, [], list(frontier), walked.copy(), list(steps), list(walk),
+                                          copy.deepcopy(reader)) for at, near in step.also)
             option, query, tied = options[step.option], step.query, []
-        return steps, offered, ""
+        return ""
 
     def relation_of(self, query: str, option: TrajectoryOption) -> str:
         """The relation of `option` the policy's hop query names (it writes one query per step: `step_query`)."""

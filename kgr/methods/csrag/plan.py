@@ -100,8 +100,9 @@ if TYPE_CHECKING:
 # whose best chain is the one relation into the kind the question names is sure (not hedged); 23: a plan whose best
 # chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged); 24: the
 # offline policy's chain score has no role bonus, agent cost or right offset; 25: a noun naming the answer's kind
-# explains no step of a chain ending elsewhere unless it fits that step itself, and "was born in" reads as a verb
-PLAN_VERSION = 25
+# explains no step of a chain ending elsewhere unless it fits that step itself, and "was born in" reads as a verb; 26:
+# a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them
+PLAN_VERSION = 26
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
