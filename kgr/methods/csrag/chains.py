@@ -9,7 +9,9 @@ constraint `(term, relation, ?type)`, the next starting from its variable; the f
 first relations to the same type the policy cannot tell from it (`tied_first_queries`: "[X]'s parents", `father` and
 `mother`). Later hops take no variants: a near-tied continuation the policy would also walk adds another relation's
 edges to a pool the reranker reads by the whole question, and they outrank the asked ones ("[X]'s son-in-law": a
-daughter's `mother` before her `spouse`).
+daughter's `mother` before her `spouse`). Such a continuation (`Continue.also`) is walked on as a chain of its own
+instead, after the others, recall first ("who manages the club that [X] captains": `memberOf` to the league and, tied
+with it, `coach`).
 
 With several mentions, a walk that reaches another mention's entities after its first step meets that mention
 there (`meeting_points`): "a player who plays at [Forward] at the club [Tigres]" walks from Forward along
