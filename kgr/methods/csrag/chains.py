@@ -170,6 +170,7 @@ class ChainPlanner:
                     self.chain(constraints, names, mention, steps)
                     walks.append(f"{mention} (its next walk {rank}): " + describe(steps))
             for state in near[mention]:  # and the continuations near-tied with the walk's
+                # as far as each goes: an extra chain, recall first, even where it strands (the main walk did not)
                 self.walk_on(query.id, question, anchor, state, set(), settings)
                 self.chain(constraints, names, mention, state.steps)
                 walks.append(f"{mention} (a near-tied continuation): " + describe(state.steps))
@@ -193,7 +194,7 @@ class ChainPlanner:
 
     def walk(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption], eids: list[int],
              settings: "CsragConfig", rank: int = 0,
-             branches: list["WalkState"] | None = None) -> tuple[list[WalkStep], set[str], str]:
+             branches: list[WalkState] | None = None) -> tuple[list[WalkStep], set[str], str]:
         """(relation, type, variants, entities reached) per step of the policy's walk from `eids` (from its first step
         ranked `rank`, counted from 0; none past the last), the labels it was offered on the way, and why the walk
         cannot tell where it ends ("": it can). Into `branches` go the walks' states at each continuation the policy
@@ -210,10 +211,11 @@ class ChainPlanner:
         reader = WalkReader(question, anchor.name, self.index.links_siblings) if settings.read_direction else None
         state = WalkState(option, query, tied, list(eids), np.empty(0, dtype=np.int64), [], [], reader)
         offered = {r for o in options for r in o.relations}
-        return state.steps, offered, self.walk_on(qid, question, anchor, state, offered, settings, branches)
+        stranded = self.walk_on(qid, question, anchor, state, offered, settings, branches)
+        return state.steps, offered, stranded
 
-    def walk_on(self, qid: str, question: str, anchor: AnchorOption, state: "WalkState", offered: set[str],
-                settings: "CsragConfig", branches: list["WalkState"] | None = None) -> str:
+    def walk_on(self, qid: str, question: str, anchor: AnchorOption, state: WalkState, offered: set[str],
+                settings: "CsragConfig", branches: list[WalkState] | None = None) -> str:
         """Walk from `state` (its next step taken, the policy deciding each further one) until the policy stops, in
         place; the labels offered go into `offered`, the states at near-tied continuations into `branches`. Returns
         why the walk cannot tell where it ends ("": it can)."""
