@@ -1032,9 +1032,10 @@ def test_a_word_naming_the_answers_kind_favours_chains_ending_in_the_type_it_nam
     off = _chain_scores(question, None)
     on = _chain_scores(question, PLACE_CENTROIDS, answer_type=0.2)
     assert off.keys() == on.keys() == {("born_in",), ("born_in", "located_in")}
-    # only the chain ending among the countries earns the term, by its weight
+    # only the chain ending among the countries earns the term, by its weight; and its last step, which no word fits,
+    # is the way to the kind "country" names: it costs `bridge_cost` (0.3), not `unsupported` (1.0)
     assert on[("born_in",)] == off[("born_in",)]
-    assert on[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2)
+    assert on[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2 + 0.7)
     assert _chain_scores(question, PLACE_CENTROIDS, answer_type=0.0) == off  # 0 = off
     # a relative "where" asks nothing: only the question's first wh-word says what the answer is
     assert _chain_scores("who knows the country where [Ada] was born", PLACE_CENTROIDS, answer_type=0.2) == \
@@ -1051,7 +1052,8 @@ def test_a_word_near_several_types_names_those_within_the_margin_and_none_when_a
     off = _chain_scores("which country was [Ada] born in", None)
     assert wide[("born_in",)] - off[("born_in",)] == pytest.approx(0.2)
     assert narrow[("born_in",)] == off[("born_in",)]
-    assert narrow[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2)
+    # (the term, and the last step to the named kind costing `bridge_cost` instead of `unsupported`)
+    assert narrow[("born_in", "located_in")] - off[("born_in", "located_in")] == pytest.approx(0.2 + 0.7)
     # ... but the towns trail by 0.29 only: asking for clarity 0.3 names nothing
     unclear = _chain_scores("which country was [Ada] born in", both, answer_type=0.2, answer_type_margin=0.1,
                             answer_type_clarity=0.3)
@@ -1076,7 +1078,7 @@ def test_a_noun_naming_the_answers_kind_explains_no_step_of_a_chain_ending_elsew
     named, unnamed = scores(PLACE_CENTROIDS), scores(None)  # the countries' centroid: "country" names them
     # the chain ending at the town loses the noun's credit; the one ending among the countries keeps it
     assert unnamed[("born_in",)] - named[("born_in",)] == pytest.approx(fit, abs=1e-6)
-    assert named[("born_in", "located_in")] - unnamed[("born_in", "located_in")] == pytest.approx(0.2, abs=1e-6)
+    assert named[("born_in", "located_in")] - unnamed[("born_in", "located_in")] == pytest.approx(0.2 + 0.7, abs=1e-6)
     # a noun that fits the step itself (at `nearest_explained`) still explains it
     loose = scores(PLACE_CENTROIDS, nearest_explained=0.3)
     assert loose[("born_in",)] == pytest.approx(unnamed[("born_in",)], abs=1e-6)
@@ -1149,6 +1151,28 @@ def test_a_bridge_to_where_the_named_step_leaves_costs_bridge_cost_not_unsupport
     assert max(off, key=off.get) == ("city",)
     # a step back to where the chain has stood is a detour: (city, country, country) goes on to the country and back
     assert bridged[("city", "country", "country")] == off[("city", "country", "country")]
+
+
+# A schema-less drug graph: drugs treat diseases, diseases present symptoms (types named after roles, no words).
+DRUGS = {"treats:subject": [("treats", "treats:object")],
+         "treats:object": [("presents", "presents:object"), ("treats", "treats:subject")],
+         "presents:object": [("presents", "treats:object")]}
+
+
+def test_a_last_step_to_the_kind_a_noun_names_costs_bridge_cost_not_unsupported():
+    e = np.eye(6, dtype=np.float32)
+    table = {"treats": e[0], "presents": e[1], "symptoms": e[2], "come": e[3], "diseases": e[4], " ": e[5]}
+    drug = anchor("Quintumab", "treats:subject")
+    question = "which symptoms come with diseases [Quintumab] treats"
+    # the members say what the types hold: "symptoms" names the symptoms (`answer_type`), though no word fits
+    # `presents`
+    centroids = (["treats:subject", "treats:object", "presents:object"], e[[5, 4, 2]])
+    bridged = _scores(DRUGS, lookup(table), question, drug, centroids, bridge_cost=0.3)
+    off = _scores(DRUGS, lookup(table), question, drug, centroids, bridge_cost=1.0)
+    assert bridged[("treats", "presents")] - off[("treats", "presents")] == pytest.approx(0.7)
+    # a chain ending elsewhere is no way to the named kind: back to the drugs still costs `unsupported`
+    assert bridged[("treats", "treats")] == off[("treats", "treats")]
+    assert bridged[("treats",)] == off[("treats",)]
 
 
 def test_a_relative_wh_word_is_no_content_word():

@@ -101,8 +101,9 @@ if TYPE_CHECKING:
 # chain misses the kind a noun of the question clearly names, where another chain reaches it, is unsure (hedged); 24: the
 # offline policy's chain score has no role bonus, agent cost or right offset; 25: a noun naming the answer's kind
 # explains no step of a chain ending elsewhere unless it fits that step itself, and "was born in" reads as a verb; 26:
-# a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them
-PLAN_VERSION = 26
+# a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them;
+# 27: the offline policy's last step to the kind a noun names costs as a bridge (DotRAG's plan version 27)
+PLAN_VERSION = 27
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

@@ -40,8 +40,9 @@ from kgr.errors import KgrError
 # is unsure (hedged); 24: a hedged plan walks every first relation into the leading type (up to hedge_trajectories)
 # 25: the chain score has no role bonus, agent cost or right offset (the dev suite read alike without them); 26: a
 # noun naming the answer's kind explains no step of a chain ending elsewhere unless it fits that step itself, and
-# "was born in" reads as a verb (a wh-word may name its subject end)
-PLAN_VERSION = 26
+# "was born in" reads as a verb (a wh-word may name its subject end); 27: a last step no word names but arriving at
+# the kind a noun of the question names costs as a bridge
+PLAN_VERSION = 27
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ the same label walked again): the encoder's small preferences are noise ("which 
 "published" fits `author` 0.60 and `publisher` 0.57), but one word never stands for two steps. A step no word names
 is a detour, unless it is a bridge: the next step's relation leaves none of the types the chain has stood at, so
 the question could only name the next ("which country is [X] in" for a college with a city; "[X]'s publishers" for
-a writer, whose books have them); a bridge costs `bridge_cost` instead of `unsupported`.
+a writer, whose books have them), or the last step arriving at the kind a noun of the question names ("what symptoms
+come with the diseases [X] treats": no word fits `presents`, but its objects are the symptoms); a bridge costs
+`bridge_cost` instead of `unsupported`.
 English nests relations outward from the mention ("the directors of the films written by [X]"), so a step nearer
 the anchor should explain words nearer the mention: the mean distance of each step's words should not be smaller
 than the previous step's, and each inversion costs `order_cost`. Only words that prefer their step by
@@ -658,7 +660,9 @@ class ChainGroup:
     first_relations: np.ndarray  # per chain, its first step's relation number
     last_types: np.ndarray  # per chain, its last step's type number
     placed: np.ndarray | None  # steps x words x chains: owned words that place their step (None: one step)
-    bridges: np.ndarray | None  # steps x chains: the only way to the next step (`ChainScorer._bridges`; None: off)
+    # steps x chains: the only way to the next step (`ChainScorer._bridges`), or the last step into the kind a noun
+    # names; None: off
+    bridges: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -762,7 +766,8 @@ class ChainScorer:
     def unsupported(self, group: ChainGroup) -> np.ndarray:
         """`unsupported` when some step has no word of its own (nor a sharing cue, nor the anchor's role); only
         `bridge_cost` when each such step is a bridge, the way to where a named step leaves from ("which country is
-        [X] in" for a college with a city: no word names `city`, and `country` does not leave a college)."""
+        [X] in" for a college with a city: no word names `city`, and `country` does not leave a college) or the last
+        step into the kind a noun of the question names."""
         unsupported = ~group.supported
         if group.bridges is None:
             return self.settings.unsupported * unsupported.any(axis=0)
@@ -929,10 +934,12 @@ class ChainScorer:
             # it explains a step only if it fits that step itself, at `nearest_explained` ("what country is the
             # producer of [X] from" stopped at the producer: "country" 0.36 from `produced`, the one-step chain 1.02,
             # the way on to the country 0.75)
+            arrivals = np.zeros(len(members), dtype=bool)  # chains whose last step arrives at a kind a noun names
             for place, elsewhere in self._kind_nouns_elsewhere(last_types):
                 unexplained = elsewhere & (credit[place] < settings.nearest_explained)
                 best_step[place, unexplained] = -1
                 credit[place, unexplained] = 0.0
+                arrivals |= ~elsewhere
             owned = np.stack([(best_step == k) for k in range(length)])  # steps x words x chains
             counts = owned.sum(axis=1)
             returning = returning.T  # steps x chains
@@ -953,7 +960,13 @@ class ChainScorer:
                 placed = owned & (top_two[:, :, 0] - top_two[:, :, 1] >= settings.order_margin)[None]
                 # a wh-word asks for the answer, the chain's far end: it places no step before the last
                 placed[:length - 1, self._wh_places] = False
-            bridges = self._bridges(ids) if length > 1 and settings.bridge_cost != settings.unsupported else None
+            bridges = None
+            if settings.bridge_cost != settings.unsupported:
+                bridges = self._bridges(ids) if length > 1 else np.zeros((1, len(members)), dtype=bool)
+                # a last step no word names but arriving at the kind a noun of the question names is the way there,
+                # as a bridge is ("what symptoms come with the diseases [X] treats": `presents`, which "symptoms"
+                # fits 0.16 though its objects are symptoms)
+                bridges[-1] |= arrivals
             yield members, ChainGroup(length, sims, best_step, credit, owned, supported, returning, priors,
                                       first_relations, last_types, placed, bridges)
 
