@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from dataclasses import dataclass, field
 
@@ -87,6 +88,31 @@ def relation_words(relation: str) -> str:
             relation = segments[-1]
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", relation)
     return re.sub(r"[_\-./:]+", " ", spaced).strip().lower()
+
+
+@lru_cache(maxsize=1 << 16)
+def subject_kind(relation: str) -> str | None:
+    """The words of a Freebase-style label's type segment (`__aviation__pilot__airline`, `film.film.directed_by`,
+    `/people/person/spouse`: domain, type, property), which names the kind of its subjects: `pilot`, a pilot's airline,
+    not an airline's own (an inverse twin's is its base label's). None for any other label (a URI or CURIE: `:` and `#`
+    name a namespace, not a type)."""
+    if any(c.isspace() for c in relation) or ":" in relation or "#" in relation:
+        return None
+    segments = [s for s in _PATH_SEPARATORS.split(relation) if s]
+    if len(segments) == 4 and segments[-1].lower() == "inverse":  # the inverse twin of a domain/type/property label
+        segments = segments[:-1]
+    if len(segments) != 3 or not any(c.isalpha() for c in segments[1]):
+        return None
+    return relation_words(segments[1])
+
+
+def typed_labels(relations: Iterable[str]) -> frozenset[str]:
+    """The labels whose type segment (`subject_kind`) names their subjects' kind: every Freebase-style label of a graph
+    whose labels carry more than one (a segment every label shares is a namespace: `/football/player/...` on a graph
+    of clubs, countries and players alike), none otherwise."""
+    kinds = {relation: subject_kind(relation) for relation in relations}
+    typed = frozenset(relation for relation, kind in kinds.items() if kind)
+    return typed if len({kinds[relation] for relation in typed}) > 1 else frozenset()
 
 
 _INVERSE_TWIN = re.compile(r"(?:^| )inverse$")  # `relation_words` of an `_inverse` twin end on the word

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgr.graph import default_description, normalize_name, relation_words
+from kgr.graph import default_description, normalize_name, relation_words, subject_kind, typed_labels
 
 
 @pytest.mark.parametrize("label, words", [
@@ -27,6 +27,29 @@ from kgr.graph import default_description, normalize_name, relation_words
 ])
 def test_relation_words(label, words):
     assert relation_words(label) == words
+
+
+@pytest.mark.parametrize("label, kind", [
+    ("__aviation__pilot__airline", "pilot"),  # Freebase's domain, type, property: the type names the subjects
+    ("/film/film/directed_by", "film"),
+    ("people.person.place_of_birth", "person"),
+    ("__film__film__directed_by__inverse", "film"),  # an inverse twin is read as its base label
+    ("aircraft_model__manufacturer", None),  # two segments: no type segment to read
+    ("directed_by", None),
+    ("http://dbpedia.org/ontology/birthPlace", None),  # a URI's segments are a namespace
+    ("dbo:birthPlace", None),
+    ("has part", None),  # words, not a path
+])
+def test_subject_kind_reads_a_freebase_style_labels_type_segment(label, kind):
+    assert subject_kind(label) == kind
+
+
+def test_typed_labels_are_the_freebase_style_labels_of_a_graph_with_several_type_segments():
+    labels = ["__aviation__pilot__airline", "__aviation__airline__hub", "directed_by", "dbo:birthPlace"]
+    assert typed_labels(labels) == {"__aviation__pilot__airline", "__aviation__airline__hub"}
+    # one segment on every label is a namespace (`bench/relabel.py`'s path style)
+    assert typed_labels(["/football/player/plays_in_club", "/football/player/is_in_country"]) == frozenset()
+    assert typed_labels(["directed_by", "written_by"]) == frozenset()
 
 
 def test_a_path_label_is_described_by_its_own_words():

@@ -17,8 +17,8 @@ import pytest
 from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
 from kgr.methods.offline.chain_cache import stacked
-from kgr.methods.offline.policy import (ChainScorer, OfflinePolicy, names_its_object, step_query, step_texts,
-                                       within_margin)
+from kgr.methods.offline.policy import (ChainScorer, OfflinePolicy, label_words, names_its_object, step_query,
+                                       step_texts, type_words, within_margin)
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -1173,6 +1173,25 @@ def test_a_last_step_to_the_kind_a_noun_names_costs_bridge_cost_not_unsupported(
     # a chain ending elsewhere is no way to the named kind: back to the drugs still costs `unsupported`
     assert bridged[("treats", "treats")] == off[("treats", "treats")]
     assert bridged[("treats",)] == off[("treats",)]
+
+
+def test_a_freebase_style_label_is_read_with_its_type_segment_where_the_graph_has_several():
+    # "pilot airline" is a pilot's airline: its property alone ("airline") would read as any airline's own relation
+    assert label_words("__aviation__pilot__airline", typed=True) == "pilot airline"
+    assert label_words("__aviation__pilot__airline") == "airline"
+    assert label_words("__football__player__plays_in_club__inverse", typed=True) == "player plays in club"
+    assert step_texts("__aviation__pilot__airline", "airline", True) == ("pilot airline", "airline")
+    assert step_query("__aviation__pilot__airline", "airline", frozenset({"__aviation__pilot__airline"})) == \
+        "pilot airline airline"
+    assert label_words("directed_by", typed=True) == "directed by"
+    # the object end is named by the property alone: what `__location__city__country` reaches is a country
+    assert type_words("__location__city__country:object") == "country"
+    airways = {"airline": [("__aviation__pilot__airline", "pilot"), ("__aviation__airline__hub", "airport")],
+               "pilot": [("__aviation__pilot__airline", "airline")], "airport": [("__aviation__airline__hub", "airline")]}
+    assert OfflinePolicy(bow_embed, airways).typed_labels == {"__aviation__pilot__airline", "__aviation__airline__hub"}
+    # one type segment on every label is a namespace: nothing is typed
+    football = {"player": [("/football/player/plays_in_club", "club")], "club": [("/football/player/country", "x")]}
+    assert OfflinePolicy(bow_embed, football).typed_labels == frozenset()
 
 
 def test_a_relative_wh_word_is_no_content_word():

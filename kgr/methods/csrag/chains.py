@@ -205,7 +205,7 @@ class ChainPlanner:
             return [], set(), ""
         option = options[order[rank]]
         if rank:
-            query = step_query(option.relations[0], option.type)
+            query = step_query(option.relations[0], option.type, policy.typed_labels)
         tied = [] if rank else [self.relation_of(q, option)
                                 for q in policy.tied_first_queries(qid, question, anchor, options)]
         reader = WalkReader(question, anchor.name, self.index.links_siblings) if settings.read_direction else None
@@ -248,7 +248,7 @@ class ChainPlanner:
 
     def relation_of(self, query: str, option: TrajectoryOption) -> str:
         """The relation of `option` the policy's hop query names (it writes one query per step: `step_query`)."""
-        return next(r for r in option.relations if step_query(r, option.type) == query)
+        return next(r for r in option.relations if step_query(r, option.type, self.policy.typed_labels) == query)
 
     def options(self, eids: list[int], walked: np.ndarray) -> list[TrajectoryOption]:
         """The types the relationships around `eids` (but the `walked` ones) reach, each with their relations, the

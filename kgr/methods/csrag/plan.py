@@ -102,8 +102,9 @@ if TYPE_CHECKING:
 # offline policy's chain score has no role bonus, agent cost or right offset; 25: a noun naming the answer's kind
 # explains no step of a chain ending elsewhere unless it fits that step itself, and "was born in" reads as a verb; 26:
 # a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them;
-# 27: the offline policy's last step to the kind a noun names costs as a bridge (DotRAG's plan version 27)
-PLAN_VERSION = 27
+# 27: the offline policy's last step to the kind a noun names costs as a bridge (DotRAG's plan version 27); 28: it
+# reads a Freebase-style label with its type segment (DotRAG's 28)
+PLAN_VERSION = 28
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

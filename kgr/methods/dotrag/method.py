@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from kgr.embed import TextVectors
-from kgr.graph import normalize_name
+from kgr.graph import normalize_name, typed_labels
 from kgr.lexicon import mark_names, name_spans, offered_alternatives, written_as_name
 from kgr.methods.base import Query, RunContext, Stopwatch
 from kgr.methods.budget import pack_paths, token_counter
@@ -203,13 +203,14 @@ class DotRAG:
                 option = trajectories[t]
                 # the policy wrote the query for its first choice; hedged ones search for their own relation
                 hop_query = first_query if type_rank == 0 else \
-                    step_query(option.relations[0] if option.relations else "", option.type)
+                    step_query(option.relations[0] if option.relations else "", option.type, self._typed_labels)
                 pairs.append(Pair(eid, anchor_rank, option.type, type_rank, hop_query, tuple(option.previews)))
             if order:  # first relations to the leading type the policy cannot tell apart are walked too
                 leading = trajectories[order[0]]
                 ties = self.policy.tied_first_queries(query.id, question, options[index], trajectories)
                 if unsure:  # unsure of the reading, all of them ("who are the members of [X]": not `mbr_of_party`)
-                    ties += [q for q in dict.fromkeys(step_query(r, leading.type) for r in leading.relations)
+                    ties += [q for q in dict.fromkeys(step_query(r, leading.type, self._typed_labels)
+                                                      for r in leading.relations)
                              if q != first_query and q not in ties][:settings.hedge_trajectories]
                 tied += len(ties)
                 pairs += [Pair(eid, anchor_rank, leading.type, 0, q, tuple(leading.previews)) for q in ties]
@@ -608,8 +609,13 @@ class DotRAG:
         return dict(zip(self.store.type_names, self.store.type_naming_labels))
 
     @cached_property
+    def _typed_labels(self) -> frozenset[str]:
+        """The labels read with their type segment (`kgr.graph.typed_labels`), as the hops' queries name them."""
+        return typed_labels(self.store.relation_labels)
+
+    @cached_property
     def _label_vectors(self) -> np.ndarray:
-        texts = [label_words(label) for label in self.store.relation_labels]
+        texts = [label_words(label, label in self._typed_labels) for label in self.store.relation_labels]
         return self.store.phrases.vectors(texts, "list", self.store.encoder.encode)
 
     def _extend(self, layer: PathLayer, rids, near, far, sims) -> PathLayer:

@@ -41,8 +41,9 @@ from kgr.errors import KgrError
 # 25: the chain score has no role bonus, agent cost or right offset (the dev suite read alike without them); 26: a
 # noun naming the answer's kind explains no step of a chain ending elsewhere unless it fits that step itself, and
 # "was born in" reads as a verb (a wh-word may name its subject end); 27: a last step no word names but arriving at
-# the kind a noun of the question names costs as a bridge
-PLAN_VERSION = 27
+# the kind a noun of the question names costs as a bridge; 28: a Freebase-style label is read with its type segment
+# ("pilot airline": `kgr.graph.subject_kind`)
+PLAN_VERSION = 28
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from kgr.config import OfflineConfig
-from kgr.graph import inverse_base, relation_words
+from kgr.graph import inverse_base, relation_words, subject_kind, typed_labels
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
                          QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
                          is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
@@ -126,7 +126,10 @@ class OfflinePolicy(Policy):
         `subject_steps` the steps arriving at their relation's subject end (`kgr.schema.subject_arrivals`)."""
         self._embed = embed
         self._subject_steps = subject_steps
-        self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels)
+        relations = {r for steps in schema.values() for r, _ in steps}
+        # the Freebase-style labels read with their type segment (`kgr.graph.typed_labels`; none on most graphs)
+        self.typed_labels = typed_labels(relations)
+        self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels, self.typed_labels)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
@@ -136,7 +139,7 @@ class OfflinePolicy(Policy):
         self.schema = schema
         self._schema_steps = {t: set(steps) for t, steps in schema.items()}
         # label words several relations share, each with the relations using it ("plays": plays_in_club, ...)
-        self._shared = shared_label_words({r for steps in schema.values() for r, _ in steps})
+        self._shared = shared_label_words(relations, self.typed_labels)
         self._shared_vectors: np.ndarray | None = None
         self.max_hops = max_hops
         self.settings = settings or OfflineConfig()
@@ -179,7 +182,7 @@ class OfflinePolicy(Policy):
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
         candidates = np.flatnonzero(owner == order[0])
         relation, type_name = self._steps.steps[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
-        return order, step_query(relation, type_name)
+        return order, step_query(relation, type_name, self.typed_labels)
 
     def near_ties(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> int:
         """How many trajectories' best chains score within `tie_margin` of the best one's: recall first when the
@@ -209,7 +212,7 @@ class OfflinePolicy(Policy):
         scorer = self._scorer(question, anchor)
         fits = {relation: scorer.affinity(relation) for relation, _ in [chosen, *others]}
         best_fit = max(fits.values())
-        return [step_query(relation, type_name) for relation, type_name in others
+        return [step_query(relation, type_name, self.typed_labels) for relation, type_name in others
                 if fits[relation] >= best_fit - self.settings.support_margin]
 
     def _option_scores(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]
@@ -330,14 +333,14 @@ class OfflinePolicy(Policy):
             # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
             if go_score > stop_score or (margin > 0 and within_margin(go_score, stop_score, margin)):
                 index, relation = moves[best_go]
-                chosen = (index, step_query(relation, options[index].type))
+                chosen = (index, step_query(relation, options[index].type, self.typed_labels))
                 also: dict[tuple[int, str], None] = {}
                 for k in np.argsort(-go_scores, kind="stable"):
                     other, other_relation = moves[k]
                     if margin <= 0 or not within_margin(go_scores[k], go_score, margin):
                         break
                     # another option, or another relation to the same one ("parents": `father` and `mother`)
-                    also.setdefault((other, step_query(other_relation, options[other].type)))
+                    also.setdefault((other, step_query(other_relation, options[other].type, self.typed_labels)))
                 also.pop(chosen, None)
                 keep = [best_stop + 1] if margin > 0 and within_margin(stop_score, go_score, margin) else []
                 return Continue(*chosen, list(also), keep)
@@ -350,7 +353,8 @@ class OfflinePolicy(Policy):
             candidates = list(dict.fromkeys(moves))
             fits = scorer.similarities([(relation, options[index].type) for index, relation in candidates])
             index, relation = candidates[int(np.argmax(fits[unexplained].max(axis=0)))]
-            return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
+            return Continue(index, step_query(relation, options[index].type, self.typed_labels), [], walked_on,
+                            speculative=True)
         # recall first: a noun naming the answer's kind ("which country") names a type the stop does not end at: the
         # walk goes on toward it, keeping the stop, ranked first, and every depth walked after it ("which country is
         # [X] in" stops at X's district, `located in` explaining "country" 0.40, while the country is two hops further)
@@ -360,7 +364,8 @@ class OfflinePolicy(Policy):
         if toward is not None:
             best_go = int(np.flatnonzero(toward)[np.argmax(scores[len(done):][toward])])
             index, relation = moves[best_go]
-            return Continue(index, step_query(relation, options[index].type), [], walked_on, speculative=True)
+            return Continue(index, step_query(relation, options[index].type, self.typed_labels), [], walked_on,
+                            speculative=True)
         return Stop(walked_on if unexplained else [best_stop + 1])
 
     def _toward_named_kind(self, scorer: "ChainScorer", walk: list[HopSummary], best_stop: int, ids: np.ndarray,
@@ -437,7 +442,7 @@ class OfflinePolicy(Policy):
 
     def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
         """Every hop query this policy writes is a step's (`step_query`)."""
-        return sorted({step_query(relation, type_name) for relation, type_name in steps})
+        return sorted({step_query(relation, type_name, self.typed_labels) for relation, type_name in steps})
 
     def begin_question(self, question: str) -> list[str]:
         """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and
@@ -471,7 +476,8 @@ class OfflinePolicy(Policy):
         cut = self._question_schema(reading.vectors)
         schema, tails = (self.schema, self._tails) if cut is None else (cut, {})
         return ChainScorer(reading, anchor.types, self.settings, self._vector, self._steps, self._groups,
-                           bool(self._priors), schema, tails, self._looks, self._subject_steps)
+                           bool(self._priors), schema, tails, self._looks, self._subject_steps,
+                           self.typed_labels)
 
     def _read(self, question: str, anchor: AnchorOption) -> Reading:
         """What the question says from this anchor's mention (`Reading`): its content words, less the cue words and the
@@ -555,9 +561,9 @@ class OfflinePolicy(Policy):
         texts are embedded on the way (`warm`)."""
         if self._crowded is None:
             self._vector(list(dict.fromkeys(text for steps in self.schema.values() for r, t in steps
-                                            for text in step_texts(r, t))))
+                                            for text in step_texts(r, t, r in self.typed_labels))))
             crowded = [(t, steps) for t, steps in self.schema.items() if len(steps) > self.settings.steps_per_type]
-            texts = [step_texts(r, t) for _, steps in crowded for r, t in steps]
+            texts = [step_texts(r, t, r in self.typed_labels) for _, steps in crowded for r, t in steps]
             unique = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
             slots = np.array([unique[text] for group in texts for text in group], dtype=np.int64)
             starts = np.cumsum([0] + [len(group) for group in texts[:-1]])
@@ -597,7 +603,7 @@ class OfflinePolicy(Policy):
         names, support = [], np.full((len(word_vectors), len(columns)), -np.inf)
         for k, j in enumerate(columns.tolist()):
             users = self._shared[words[j]]
-            best = (word_vectors @ self._vector([label_words(r) for r in users]).T).max(axis=1)
+            best = (word_vectors @ self._vector([label_words(r, r in self.typed_labels) for r in users]).T).max(axis=1)
             support[:, k] = np.where(named[:, j], best, -np.inf)
             names.append(set(users))
         return names, support
@@ -679,13 +685,17 @@ class TypeLooks:
     own: np.ndarray  # per type row, its own name's place in `name_texts` (-1: an inferred type, named by a role)
 
     @classmethod
-    def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None) -> "TypeLooks":
+    def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None,
+           typed: frozenset[str] = frozenset()) -> "TypeLooks":
+        """`typed`: the labels read with their type segment, which names what the label's object is to its subject
+        ("pilot airline": a pilot's airline, an airline; `label_words`)."""
         labels = labels or [[] for _ in types]
         own = ["" if _inferred(t) else type_words(t) for t in types]
-        texts = sorted({label_words(r) for rs in labels for r in rs} | set(own) - {""})
+        texts = sorted({label_words(r, r in typed) for rs in labels for r in rs} | set(own) - {""})
         place = {text: i for i, text in enumerate(texts)}
         return cls({name: row for row, name in enumerate(types)}, centroids, texts,
-                   [np.array(sorted({place[label_words(r)] for r in rs}), dtype=np.int64) for rs in labels],
+                   [np.array(sorted({place[label_words(r, r in typed)] for r in rs}), dtype=np.int64)
+                    for rs in labels],
                    np.array([place.get(text, -1) for text in own], dtype=np.int64))
 
     def similarities(self, word_vectors: np.ndarray, nouns: np.ndarray,
@@ -712,8 +722,10 @@ class ChainScorer:
     def __init__(self, reading: Reading, anchor_types: list[str], settings: OfflineConfig,
                  vector: Callable[[Sequence[str]], np.ndarray], numbers: StepNumbers, groups: CompiledGroups,
                  has_priors: bool, schema: dict[str, list[tuple[str, str]]], tails: TailMemo,
-                 looks: "TypeLooks | None" = None, subject_steps: frozenset[tuple[str, str]] = frozenset()):
+                 looks: "TypeLooks | None" = None, subject_steps: frozenset[tuple[str, str]] = frozenset(),
+                 typed: frozenset[str] = frozenset()):
         self.reading = reading
+        self.typed_labels = typed  # the labels read with their type segment (`label_words`)
         self._subject_steps = subject_steps  # steps a wh-word cannot name (`similarities`)
         self._looks = looks  # what the answer-kind words match
         self._kind_names: np.ndarray | None = None  # per type number, the answer-kind words naming it
@@ -1002,7 +1014,7 @@ class ChainScorer:
         naming a label word several relations share supports each of their steps alike (`shared_word_similarity`).
         Single label words as texts of their own were dropped: they cost MetaQA 2- and 3-hop recall."""
         word_vectors = self.reading.vectors
-        texts = [step_texts(r, t) for r, t in steps]
+        texts = [step_texts(r, t, r in self.typed_labels) for r, t in steps]
         # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
         distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
         slots = [distinct[text] for group in texts for text in group]
@@ -1035,8 +1047,8 @@ class ChainScorer:
             return 0.0
         found = self._affinities.get(relation)
         if found is None:
-            found = self._affinities[relation] = float(
-                (reading.vectors[words] @ self._vector([label_words(relation) or relation])[0]).max())
+            text = label_words(relation, relation in self.typed_labels) or relation
+            found = self._affinities[relation] = float((reading.vectors[words] @ self._vector([text])[0]).max())
         return found
 
     def best_match(self, steps: list[tuple[str, str]]) -> float | None:
@@ -1224,22 +1236,34 @@ def _inversions(means: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=1 << 16)  # labels come from the graph: a bounded set, asked for on every chain scored
-def label_words(relation: str) -> str:
+def label_words(relation: str, typed: bool = False) -> str:
     """A relation label as words, an `_inverse` twin read as its base relation (`plays_in_club_inverse` -> `plays in
-    club`): the walk goes both ways along every edge, so the twin names the same link."""
+    club`): the walk goes both ways along every edge, so the twin names the same link. `typed`: a Freebase-style label
+    keeps its type segment (`__aviation__pilot__airline`: "pilot airline"; `kgr.graph.typed_labels`): its property
+    alone ("airline") reads as any airline's own relation, and "which airlines fly to [X]" took the pilots' airlines
+    for the airports'."""
+    words = property_words(relation)
+    kind = subject_kind(relation) if typed else None
+    return f"{kind} {words}" if kind and not words.startswith(kind) else words
+
+
+def property_words(relation: str) -> str:
+    """A relation label's own words, an `_inverse` twin's its base relation's (`plays_in_club_inverse` -> `plays in
+    club`), a Freebase-style label's its property's: what names the label's object end."""
     words = relation_words(relation)
     return inverse_base(words) or words
 
 
 @lru_cache(maxsize=1 << 16)
-def step_texts(relation: str, type_name: str) -> tuple[str, ...]:
-    """What a step is called: its relation phrase and, for a type of the graph's schema, its type phrase.
+def step_texts(relation: str, type_name: str, typed: bool = False) -> tuple[str, ...]:
+    """What a step is called: its relation phrase (`label_words`, `typed` as it says) and, for a type of the graph's
+    schema, its type phrase.
 
     An inferred type is named after one of its relations (`maintained_by:object`): its words are that relation's, so
     they name a step along it, not whatever else reaches the type. A person typed `maintained_by:object` reached by
     `member_of` must not explain "maintained" ("the packages maintained by members of [X]" walks both relations)."""
     type_text = "" if _inferred(type_name) else type_words(type_name)
-    phrases = [p for p in (label_words(relation), type_text) if p] or [relation or type_name]
+    phrases = [p for p in (label_words(relation, typed), type_text) if p] or [relation or type_name]
     return tuple(dict.fromkeys(phrases))
 
 
@@ -1248,7 +1272,7 @@ def names_its_object(relation: str) -> bool:
     """Whether a label names its object end (`author`, `is in country`, `taught by`): not an active verb, whose
     subject acts ("cites", "plays position"), nor an "of" noun naming its subject (`child of`), nor a preposition."""
     form = label_form(relation)
-    words = label_words(relation).split()
+    words = property_words(relation).split()
     acts = (form.verb and not form.passive) or (  # a verb's -s form before its object noun: "plays position"
         len(words) > 1 and words[-1] != "by" and words[0] not in OFFLINE_STOP_WORDS and words[0].endswith("s")
         and not words[0].endswith("ss"))
@@ -1256,14 +1280,15 @@ def names_its_object(relation: str) -> bool:
     return not acts and not form.of_form and any(w not in OFFLINE_STOP_WORDS for w in words)
 
 
-def shared_label_words(relations) -> dict[str, list[str]]:
-    """Content words used by more than one distinct relation label (an `_inverse` twin counts as its base), each with
-    the relations whose label uses it."""
+def shared_label_words(relations, typed: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """Content words used by more than one distinct relation label (an `_inverse` twin counts as its base; the labels
+    in `typed` read with their type segment), each with the relations whose label uses it."""
     users: dict[str, set[str]] = {}
     for relation in relations:
-        for word in set(label_words(relation).split()) - OFFLINE_STOP_WORDS:
+        for word in set(label_words(relation, relation in typed).split()) - OFFLINE_STOP_WORDS:
             users.setdefault(word, set()).add(relation)
-    return {w: sorted(rs) for w, rs in sorted(users.items()) if len({label_words(r) for r in rs}) > 1}
+    return {w: sorted(rs) for w, rs in sorted(users.items())
+            if len({label_words(r, r in typed) for r in rs}) > 1}
 
 
 def _inferred(type_name: str) -> bool:
@@ -1277,13 +1302,14 @@ def type_words(type_name: str) -> str:
     what the relation names (`is in country`), its subject has no name of its own in the graph (""), so a club
     typed `is_in_country:subject` does not already explain "where" or "country" before the step that reaches one."""
     if type_name.endswith(":object"):
-        return label_words(type_name.rsplit(":", 1)[0])
+        return property_words(type_name.rsplit(":", 1)[0])
     if type_name.endswith(":subject"):
         return ""
     return relation_words(type_name)
 
 
-def step_query(relation: str, type_name: str) -> str:
-    """The search phrase for a hop: the relation's words and the target type's words (each once)."""
-    relation_text, type_text = label_words(relation), type_words(type_name)
+def step_query(relation: str, type_name: str, typed: frozenset[str] = frozenset()) -> str:
+    """The search phrase for a hop: the relation's words (with its type segment if in `typed`: `label_words`) and the
+    target type's words (each once)."""
+    relation_text, type_text = label_words(relation, relation in typed), type_words(type_name)
     return relation_text if type_text in ("", relation_text) else f"{relation_text} {type_text}".strip()
