@@ -53,7 +53,7 @@ from kgr.methods.csrag.plan import Constraint, Plan, variable_slug
 from kgr.methods.direction import EITHER, WalkReader, name
 from kgr.methods.graph_index import PlanIndex, of_type
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, TrajectoryOption
-from kgr.methods.offline.policy import OfflinePolicy, step_query
+from kgr.methods.offline.policy import OfflinePolicy
 from kgr.reach import csr_entries
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ class ChainPlanner:
             return [], set(), ""
         option = options[order[rank]]
         if rank:
-            query = step_query(option.relations[0], option.type, policy.typed_labels)
+            query = policy.step_query(option.relations[0], option.type)
         tied = [] if rank else [self.relation_of(q, option)
                                 for q in policy.tied_first_queries(qid, question, anchor, options)]
         reader = WalkReader(question, anchor.name, self.index.links_siblings) if settings.read_direction else None
@@ -248,7 +248,7 @@ class ChainPlanner:
 
     def relation_of(self, query: str, option: TrajectoryOption) -> str:
         """The relation of `option` the policy's hop query names (it writes one query per step: `step_query`)."""
-        return next(r for r in option.relations if step_query(r, option.type, self.policy.typed_labels) == query)
+        return next(r for r in option.relations if self.policy.step_query(r, option.type) == query)
 
     def options(self, eids: list[int], walked: np.ndarray) -> list[TrajectoryOption]:
         """The types the relationships around `eids` (but the `walked` ones) reach, each with their relations, the

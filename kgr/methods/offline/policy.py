@@ -182,7 +182,7 @@ class OfflinePolicy(Policy):
         order = sorted(range(len(options)), key=lambda i: (-best[i], i))
         candidates = np.flatnonzero(owner == order[0])
         relation, type_name = self._steps.steps[ids[candidates[int(np.argmax(scores[candidates]))], 0]]
-        return order, step_query(relation, type_name, self.typed_labels)
+        return order, self.step_query(relation, type_name)
 
     def near_ties(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> int:
         """How many trajectories' best chains score within `tie_margin` of the best one's: recall first when the
@@ -212,7 +212,7 @@ class OfflinePolicy(Policy):
         scorer = self._scorer(question, anchor)
         fits = {relation: scorer.affinity(relation) for relation, _ in [chosen, *others]}
         best_fit = max(fits.values())
-        return [step_query(relation, type_name, self.typed_labels) for relation, type_name in others
+        return [self.step_query(relation, type_name) for relation, type_name in others
                 if fits[relation] >= best_fit - self.settings.support_margin]
 
     def _option_scores(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]
@@ -333,14 +333,14 @@ class OfflinePolicy(Policy):
             # recall first: a near tie continues and keeps the walk so far; near-tied options are searched too
             if go_score > stop_score or (margin > 0 and within_margin(go_score, stop_score, margin)):
                 index, relation = moves[best_go]
-                chosen = (index, step_query(relation, options[index].type, self.typed_labels))
+                chosen = (index, self.step_query(relation, options[index].type))
                 also: dict[tuple[int, str], None] = {}
                 for k in np.argsort(-go_scores, kind="stable"):
                     other, other_relation = moves[k]
                     if margin <= 0 or not within_margin(go_scores[k], go_score, margin):
                         break
                     # another option, or another relation to the same one ("parents": `father` and `mother`)
-                    also.setdefault((other, step_query(other_relation, options[other].type, self.typed_labels)))
+                    also.setdefault((other, self.step_query(other_relation, options[other].type)))
                 also.pop(chosen, None)
                 keep = [best_stop + 1] if margin > 0 and within_margin(stop_score, go_score, margin) else []
                 return Continue(*chosen, list(also), keep)
@@ -353,8 +353,7 @@ class OfflinePolicy(Policy):
             candidates = list(dict.fromkeys(moves))
             fits = scorer.similarities([(relation, options[index].type) for index, relation in candidates])
             index, relation = candidates[int(np.argmax(fits[unexplained].max(axis=0)))]
-            return Continue(index, step_query(relation, options[index].type, self.typed_labels), [], walked_on,
-                            speculative=True)
+            return Continue(index, self.step_query(relation, options[index].type), [], walked_on, speculative=True)
         # recall first: a noun naming the answer's kind ("which country") names a type the stop does not end at: the
         # walk goes on toward it, keeping the stop, ranked first, and every depth walked after it ("which country is
         # [X] in" stops at X's district, `located in` explaining "country" 0.40, while the country is two hops further)
@@ -364,8 +363,7 @@ class OfflinePolicy(Policy):
         if toward is not None:
             best_go = int(np.flatnonzero(toward)[np.argmax(scores[len(done):][toward])])
             index, relation = moves[best_go]
-            return Continue(index, step_query(relation, options[index].type, self.typed_labels), [], walked_on,
-                            speculative=True)
+            return Continue(index, self.step_query(relation, options[index].type), [], walked_on, speculative=True)
         return Stop(walked_on if unexplained else [best_stop + 1])
 
     def _toward_named_kind(self, scorer: "ChainScorer", walk: list[HopSummary], best_stop: int, ids: np.ndarray,
@@ -440,9 +438,13 @@ class OfflinePolicy(Policy):
         self._type_vectors(sorted(set(self.schema) | {b for steps in self.schema.values() for _, b in steps}))
         self._graph_texts = frozenset(self._vectors)
 
+    def step_query(self, relation: str, type_name: str) -> str:
+        """The hop query for a step (`step_query`), a Freebase-style label with its type segment where it is read so."""
+        return step_query(relation, type_name, self.typed_labels)
+
     def hop_queries(self, steps: Iterable[tuple[str, str]]) -> list[str]:
         """Every hop query this policy writes is a step's (`step_query`)."""
-        return sorted({step_query(relation, type_name, self.typed_labels) for relation, type_name in steps})
+        return sorted({self.step_query(relation, type_name) for relation, type_name in steps})
 
     def begin_question(self, question: str) -> list[str]:
         """Forget the last question's words and scorers (a question's vectors come from its own encoder passes) and
