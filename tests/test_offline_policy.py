@@ -1194,6 +1194,31 @@ def test_a_freebase_style_label_is_read_with_its_type_segment_where_the_graph_ha
     assert OfflinePolicy(bow_embed, football).typed_labels == frozenset()
 
 
+# A Freebase-style book graph: its labels carry two type segments, so they are read typed ("written work genre").
+BOOKS = {"book.written_work.genre:subject": [("book.written_work.genre", "book.written_work.genre:object"),
+                                             ("book.written_work.author", "book.author.works:subject")],
+         "book.written_work.genre:object": [("book.written_work.genre", "book.written_work.genre:subject")],
+         "book.author.works:subject": [("book.author.works", "book.written_work.genre:subject"),
+                                       ("book.written_work.author", "book.written_work.genre:subject")]}
+
+
+def test_a_question_naming_a_typed_label_by_its_property_alone_is_confident():
+    pol = OfflinePolicy(bow_embed, BOOKS)
+    book = anchor("Glass Weather", "book.written_work.genre:subject")
+    options = [TrajectoryOption("book.written_work.genre:object", 1, ["book.written_work.genre"]),
+               TrajectoryOption("book.author.works:subject", 1, ["book.written_work.author"])]
+    question = "what is the genre of [Glass Weather]"
+    # "genre" fits the typed phrase "written work genre" 1/sqrt(3), under `confident_similarity`, but names the
+    # property itself
+    scorer = pol._scorer(question, book)
+    steps = {("book.written_work.genre", "book.written_work.genre:object")}
+    assert scorer.best_match(sorted(steps)) == pytest.approx(1 / np.sqrt(3), abs=1e-6)
+    assert pol._property_match(scorer, steps) == pytest.approx(1.0, abs=1e-6)
+    assert pol.confident("q", question, book, options)
+    # a property naming a kind of the graph (the `book.author...` labels' subjects are authors) names no label alone
+    assert "book.written_work.author" not in pol._bare_labels and "book.written_work.genre" in pol._bare_labels
+
+
 def test_a_relative_wh_word_is_no_content_word():
     # only the question's first wh-word asks something: "where" in "the hospital where [X] works" names no relation
     pol = OfflinePolicy(bow_embed, SCHEMA)

@@ -103,8 +103,9 @@ if TYPE_CHECKING:
 # explains no step of a chain ending elsewhere unless it fits that step itself, and "was born in" reads as a verb; 26:
 # a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them;
 # 27: the offline policy's last step to the kind a noun names costs as a bridge (DotRAG's plan version 27); 28: it
-# reads a Freebase-style label with its type segment (DotRAG's 28)
-PLAN_VERSION = 28
+# reads a Freebase-style label with its type segment (DotRAG's 28); 29: a question naming such a label by its property
+# alone is confident (DotRAG's 29)
+PLAN_VERSION = 29
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

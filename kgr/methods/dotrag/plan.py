@@ -42,8 +42,9 @@ from kgr.errors import KgrError
 # noun naming the answer's kind explains no step of a chain ending elsewhere unless it fits that step itself, and
 # "was born in" reads as a verb (a wh-word may name its subject end); 27: a last step no word names but arriving at
 # the kind a noun of the question names costs as a bridge; 28: a Freebase-style label is read with its type segment
-# ("pilot airline": `kgr.graph.subject_kind`)
-PLAN_VERSION = 28
+# ("pilot airline": `kgr.graph.subject_kind`); 29: a question naming such a label by its property alone ("genre") is
+# confident, unless the property names a kind of the graph
+PLAN_VERSION = 29
 
 
 @dataclass(frozen=True)

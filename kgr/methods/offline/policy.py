@@ -129,6 +129,11 @@ class OfflinePolicy(Policy):
         relations = {r for steps in schema.values() for r, _ in steps}
         # the Freebase-style labels read with their type segment (`kgr.graph.typed_labels`; none on most graphs)
         self.typed_labels = typed_labels(relations)
+        # ... of which those whose property alone names no kind of the graph ("genre"; not the "airline" of
+        # `__aviation__pilot__airline`, which the `__aviation__airline__...` labels' subjects are): a question naming
+        # one by its property ("what is the genre of [X]") names it clearly (`confident`)
+        kinds = {subject_kind(r) for r in self.typed_labels}
+        self._bare_labels = frozenset(r for r in self.typed_labels if property_words(r) not in kinds)
         self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels, self.typed_labels)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
@@ -248,12 +253,22 @@ class OfflinePolicy(Policy):
             rows, _ = scorer.tails(option.type, self.max_hops - 1)
             steps |= {self._steps.steps[i] for i in np.unique(rows[rows >= 0]).tolist()}
         best = scorer.best_match(sorted(steps))
-        if best is not None and best < self.settings.confident_similarity:
+        if best is not None and best < self.settings.confident_similarity and \
+                self._property_match(scorer, steps) < self.settings.confident_similarity:
             return False
         if self._misses_named_kind(question, anchor, options):
             return False
         return self.explains_nearest(question, anchor, options) or \
             self._one_step_to_named_kind(question, anchor, options)
+
+    def _property_match(self, scorer: "ChainScorer", steps: set[tuple[str, str]]) -> float:
+        """The highest similarity between a question word and the property alone of a typed label among `steps` whose
+        property names no kind of the graph ("genre" 1.0 from `book.written_work.genre`, whose typed phrase "written
+        work genre" it fits 0.69); -inf without one."""
+        bare = sorted({r for r, _ in steps if r in self._bare_labels})
+        if not bare or scorer.reading.vectors is None:
+            return -np.inf
+        return float((scorer.reading.vectors @ self._vector([property_words(r) for r in bare]).T).max())
 
     def _misses_named_kind(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether a noun naming the answer's kind clearly names a type some chain from the anchor reaches but the best
