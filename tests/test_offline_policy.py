@@ -1135,6 +1135,11 @@ COLLEGES = {"city:subject": [("city", "city:object")],
             "country:object": [("country", "city:object")]}
 
 
+def _bridged_and_off(schema, table, question: str, where: AnchorOption, centroids):
+    """Every chain's score with `bridge_cost` 0.3, and with it equal to `unsupported` (off)."""
+    return tuple(_scores(schema, lookup(table), question, where, centroids, bridge_cost=cost) for cost in (0.3, 1.0))
+
+
 def test_a_bridge_to_where_the_named_step_leaves_costs_bridge_cost_not_unsupported():
     e = np.eye(3, dtype=np.float32)
     table = {"country": e[0], "city": 0.54 * e[0] + np.sqrt(1 - 0.54**2) * e[1],  # "country" ~ `city` 0.54
@@ -1143,8 +1148,7 @@ def test_a_bridge_to_where_the_named_step_leaves_costs_bridge_cost_not_unsupport
     question = "which country is [Fjordheim College] in"
     # the members say what the types hold: "country" names the countries (`answer_type`)
     centroids = (["city:object", "country:object", "city:subject"], e[[1, 0, 2]])
-    bridged = _scores(COLLEGES, lookup(table), question, college, centroids, bridge_cost=0.3)
-    off = _scores(COLLEGES, lookup(table), question, college, centroids, bridge_cost=1.0)
+    bridged, off = _bridged_and_off(COLLEGES, table, question, college, centroids)
     # `country` does not leave a college: `city` is the only way to it, so the chain reaches the country
     assert bridged[("city", "country")] - off[("city", "country")] == pytest.approx(0.7)
     assert max(bridged, key=bridged.get) == ("city", "country")
@@ -1167,8 +1171,7 @@ def test_a_last_step_to_the_kind_a_noun_names_costs_bridge_cost_not_unsupported(
     # the members say what the types hold: "symptoms" names the symptoms (`answer_type`), though no word fits
     # `presents`
     centroids = (["treats:subject", "treats:object", "presents:object"], e[[5, 4, 2]])
-    bridged = _scores(DRUGS, lookup(table), question, drug, centroids, bridge_cost=0.3)
-    off = _scores(DRUGS, lookup(table), question, drug, centroids, bridge_cost=1.0)
+    bridged, off = _bridged_and_off(DRUGS, table, question, drug, centroids)
     assert bridged[("treats", "presents")] - off[("treats", "presents")] == pytest.approx(0.7)
     # a chain ending elsewhere is no way to the named kind: back to the drugs still costs `unsupported`
     assert bridged[("treats", "treats")] == off[("treats", "treats")]
