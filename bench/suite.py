@@ -79,6 +79,8 @@ DATA_OUT = ROOT / "bench" / "out" / "suite" / "data"
 DEVGRAPHS = ROOT / "fixtures" / "devgraphs"  # hand-made graphs (`devgraphs_check.TRIPLE_FILES`, questions.jsonl)
 DEV_GRAPHS = ("packages", "genealogy", "hospital", "publishing", "kinfolk", "mediabase", "catalog", "research",
               "transit", "campus", "ventures", "civics", "pharma", "music", "league", "airways", "letters")
+# the dev graphs with a user's schema (`schema.toml` beside the triples) run again, ingested with it: dev-<graph>-schema
+SCHEMA_GRAPHS = tuple(graph for graph in DEV_GRAPHS if (DEVGRAPHS / graph / "schema.toml").exists())
 RELABEL_STYLES = ("camel", "spaced", "path", "dunder")  # bench/relabel.py's respellings run as suite sets
 METHODS = ("dotrag", "vss", "bm25", "csrag", "dpr")
 PASSAGE_METHODS = {"dpr"}  # run only where the project has passages
@@ -120,6 +122,9 @@ SETS = [
     DevSet("musique", "musique", None, lambda: _jsonl(DATA_OUT / "musique" / "questions.jsonl")),
     *(DevSet(f"dev-{graph}", f"dev-{graph}", None, lambda graph=graph: _jsonl(DEVGRAPHS / graph / "questions.jsonl"))
       for graph in DEV_GRAPHS),
+    *(DevSet(f"dev-{graph}-schema", f"dev-{graph}-schema", None,
+             lambda graph=graph: _jsonl(DEVGRAPHS / graph / "questions.jsonl"))
+      for graph in SCHEMA_GRAPHS),
     *(DevSet(f"metaqa-noschema-{hops}hop", "metaqa-noschema", 500, lambda hops=hops: _metaqa(hops))
       for hops in (1, 2, 3)),
     *(DevSet(name.replace("wc2014-", f"wc2014-{style}-"), f"wc2014-{style}", 200,
@@ -130,8 +135,8 @@ SET_NAMES = [s.name for s in SETS]
 
 
 def prepare_inputs(project: str) -> dict:
-    """Write a project's kgr inputs (graph files and question JSONL) under DATA_OUT; return the ingest arguments
-    (never a schema: only MetaQA's own project, built outside the suite, has one)."""
+    """Write a project's kgr inputs (graph files and question JSONL) under DATA_OUT; return the ingest arguments (a
+    schema for the dev graphs' -schema projects; MetaQA's own project, with its schema, is built outside the suite)."""
     out = DATA_OUT / project
     if project == "wc2014":
         wc2014_data.convert(wc2014_data.DATA, out)
@@ -143,6 +148,9 @@ def prepare_inputs(project: str) -> dict:
         return {"paths": [relabel.write_kb(project.removeprefix("wc2014-"), out)], "passages": []}
     if project.removeprefix("dev-") in DEV_GRAPHS:
         return {"paths": [triples_file(DEVGRAPHS / project.removeprefix("dev-"))], "passages": []}
+    if project.removeprefix("dev-").removesuffix("-schema") in SCHEMA_GRAPHS:
+        folder = DEVGRAPHS / project.removeprefix("dev-").removesuffix("-schema")
+        return {"paths": [triples_file(folder)], "passages": [], "schema": folder / "schema.toml"}
     if project == "metaqa-noschema":
         return {"paths": [metaqa_table.DATA / "kb.txt"], "passages": []}
     if project == "twowiki":

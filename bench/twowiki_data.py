@@ -85,8 +85,8 @@ def ensure_project(project_dir: Path, files: Path, console=print) -> dict:
 
 
 def build_project(project_dir: Path, inputs: dict, log=print) -> dict:
-    """Ingest `inputs` (paths, passages; skipped when up to date) and build the reachability map when missing;
-    return the stage seconds. Shared by the 2Wiki benches and bench/suite.py."""
+    """Ingest `inputs` (paths, passages, an optional schema; skipped when up to date) and build the reachability map
+    when missing; return the stage seconds. Shared by the 2Wiki benches and bench/suite.py."""
     import time
 
     from kgr.ingest.stage import IngestOptions, run_ingest
@@ -96,7 +96,8 @@ def build_project(project_dir: Path, inputs: dict, log=print) -> dict:
     timings = {}
     began = time.perf_counter()
     with Project.open(project_dir, write=True, create=True) as project:
-        report = run_ingest(project, IngestOptions(paths=inputs["paths"], passages=inputs["passages"]))
+        report = run_ingest(project, IngestOptions(paths=inputs["paths"], passages=inputs["passages"],
+                                                          schema=inputs.get("schema")))
         timings["ingest_s"] = round(time.perf_counter() - began, 2)
         log(f"{project_dir.name}: ingest {'up to date' if report.skipped else report.counts} ({timings['ingest_s']}s)")
         began = time.perf_counter()
