@@ -13,7 +13,7 @@ Sets (default sizes; `--limit N` samples N per set instead, with `--seed`):
 | wc2014-1hop, -2hop, -conj | 200 each, seeded (`bench/wc2014_data.py`: anchors bracketed from the gold path) | wc2014 | `kgr ingest DIR kb.txt`, reach |
 | twowiki | all 1,000 (`bench/twowiki_data.py`: gold evidence triples + 6,119 passages) | twowiki | ingest, reach |
 | musique | the 50 MuSiQue dev questions (`bench/musique_data.py`; HippoRAG's OpenIE graph, 1,890 passages) | musique | `kgr ingest DIR openie_results.json`, reach |
-| dev-packages, dev-genealogy, dev-hospital, dev-publishing, dev-kinfolk, dev-mediabase, dev-catalog, dev-research, dev-transit, dev-campus, dev-ventures, dev-civics, dev-pharma, dev-music, dev-league, dev-airways, dev-letters | all (50 / 47 / 50 / 53 / 48 / 57 / 59 / 56 / 55 / 50 / 50 / 50 / 50 / 50 / 50 / 50 / 50, 1-3 hops mixed): hand-made graphs in `fixtures/devgraphs/` | dev-<graph> | `kgr ingest DIR <triples>` (no schema), reach |
+| dev-packages, dev-genealogy, dev-hospital, dev-publishing, dev-kinfolk, dev-mediabase, dev-catalog, dev-research, dev-transit, dev-campus, dev-ventures, dev-civics, dev-pharma, dev-music, dev-league, dev-airways, dev-letters, dev-museums | all (50 / 47 / 50 / 53 / 48 / 57 / 59 / 56 / 55 / 50 / 50 / 50 / 50 / 50 / 50 / 50 / 50 / 60, 1-3 hops mixed): hand-made graphs in `fixtures/devgraphs/` | dev-<graph> | `kgr ingest DIR <triples>` (no schema), reach |
 | metaqa-noschema-1hop, -2hop, -3hop | as metaqa-Nhop | metaqa-noschema | `kgr ingest DIR ../shared/data/metaqa/kb.txt` (no schema; a full ingest, ~5-10 min), reach |
 | wc2014-camel-1hop, -2hop, -conj; wc2014-spaced-…; wc2014-path-…; wc2014-dunder-… | as wc2014-* | wc2014-<style> | WC2014's kb.txt with its labels respelled (`bench/relabel.py`), ingest, reach |
 
@@ -78,7 +78,7 @@ OUT = ROOT / "bench" / "out" / "suite"
 DATA_OUT = ROOT / "bench" / "out" / "suite" / "data"
 DEVGRAPHS = ROOT / "fixtures" / "devgraphs"  # hand-made graphs (`devgraphs_check.TRIPLE_FILES`, questions.jsonl)
 DEV_GRAPHS = ("packages", "genealogy", "hospital", "publishing", "kinfolk", "mediabase", "catalog", "research",
-              "transit", "campus", "ventures", "civics", "pharma", "music", "league", "airways", "letters")
+              "transit", "campus", "ventures", "civics", "pharma", "music", "league", "airways", "letters", "museums")
 # the dev graphs with a user's schema (`schema.toml` beside the triples) run again, ingested with it: dev-<graph>-schema
 SCHEMA_GRAPHS = tuple(graph for graph in DEV_GRAPHS if (DEVGRAPHS / graph / "schema.toml").exists())
 RELABEL_STYLES = ("camel", "spaced", "path", "dunder")  # bench/relabel.py's respellings run as suite sets
