@@ -102,6 +102,13 @@ def test_a_chain_reads_each_hop_from_its_own_word_outward():
     assert reader.direction("depends_on") == (BACKWARD, "depend")
 
 
+def test_a_verb_before_a_mention_that_owns_a_noun_names_the_hop_after_the_noun():
+    reader = WalkReader("Who else studied under [X]'s teacher?", "X")
+    assert reader.direction("studied-under") == (EITHER, None)  # "X's teacher": the owned noun's hop, no verb's
+    reader.take("studied-under")
+    assert reader.direction("studied-under") == (BACKWARD, "studied")  # the teacher's students studied under him
+
+
 def test_a_kin_word_of_several_generations_is_one_hop_each():
     reader = WalkReader("Who are [X]'s grandchildren?", "X")
     for _ in range(2):

@@ -124,6 +124,10 @@ class QuestionTokens:
         low, high = sorted((a, b))
         return high - low - sum(t in POSSESSIVE_ENDINGS or t == "of" for t in self.tokens[low + 1:high])
 
+    def mention_owns(self) -> bool:
+        """Whether a possessive ending follows the mention ("[X]'s teacher")."""
+        return self.mention + 1 < len(self.tokens) and self.tokens[self.mention + 1] in POSSESSIVE_ENDINGS
+
     def may_be_verb(self, at: int) -> bool:
         """Whether the word at `at` can be a verb: not the noun "which" asks for ("which dependents") nor one after a
         determiner ("the citations", "their dependency tree")."""
@@ -246,12 +250,22 @@ class WalkReader:
         self.words = QuestionTokens.of(question, anchor_name, siblings_as_links)
         self._free = self.words.content()
         self._previous = self.words.mention
+        self._hops = 0
 
     def direction(self, relation: str) -> tuple[int, str | None]:
         """This hop's direction along `relation` (`FORWARD`, `BACKWARD`, `EITHER`) and the word it rests on."""
         form = label_form(relation)
-        at = step_word(form, self.words, self._free, self._previous)
+        at = self._word(form)
         return (EITHER, None) if at is None else (read_direction(form, self.words, at), self.words.tokens[at])
+
+    def _word(self, form: LabelForm) -> int | None:
+        """This hop's word (`step_word`). A verb before a mention that owns a noun governs that noun ("who else
+        studied under [X]'s teacher": the teacher's students), so it names no first hop: the owned noun does."""
+        at = step_word(form, self.words, self._free, self._previous)
+        if at is not None and not self._hops and at < self.words.mention and self.words.mention_owns() \
+                and form.verb and self.words.may_be_verb(at):
+            return None
+        return at
 
     def keep(self, relation: str, forward: np.ndarray) -> tuple[np.ndarray, int, str | None]:
         """Which of this hop's edges along `relation` (`forward`: walked from the triple's subject) go the way the
@@ -266,7 +280,8 @@ class WalkReader:
 
     def take(self, relation: str) -> None:
         """The hop went along `relation`: its word is taken, and the next hop's word is sought from there."""
-        at = step_word(label_form(relation), self.words, self._free, self._previous)
+        at = self._word(label_form(relation))
+        self._hops += 1
         if at is not None:
             self._free.remove(at)
             self._previous = at

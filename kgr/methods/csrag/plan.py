@@ -104,8 +104,9 @@ if TYPE_CHECKING:
 # a walk is followed by its continuations near-tied with the one it took (`Continue.also`), as DotRAG follows them;
 # 27: the offline policy's last step to the kind a noun names costs as a bridge (DotRAG's plan version 27); 28: it
 # reads a Freebase-style label with its type segment (DotRAG's 28); 29: a question naming such a label by its property
-# alone is confident (DotRAG's 29)
-PLAN_VERSION = 29
+# alone is confident (DotRAG's 29); 30: a verb before a mention that owns a noun ("studied under [X]'s teacher") reads
+# the hop after the owned noun's, not the first (`WalkReader`)
+PLAN_VERSION = 30
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 
