@@ -373,8 +373,9 @@ class DotRAG:
             anchors=[a.name for a in plan.anchors if a.eid in anchors],
             unmatched_mentions=list(plan.unmatched_mentions),
             warnings=[*plan.warnings, *self.context.take_warnings(query.id),
-                      *(f"the first hop from {name} kept relationships under dotrag.min_similarity: none reached it"
-                        for name in dict.fromkeys(trace.get("under_floor", [])))],
+                      *(f"hop {hop} from {name} kept relationships under dotrag.min_similarity: none reached it"
+                        for name, hop in dict.fromkeys((u["anchor"], u["hop"])
+                                                       for u in trace.get("under_floor", [])))],
             # the alternatives a question offers are its candidate answers, though they anchor its paths
             entities=list(dict.fromkeys([*(names[e] for e in plan.alternatives),
                                          *(names[e] for e in packed.eids if e not in anchors)])),
@@ -454,7 +455,7 @@ class DotRAG:
                 rids, near, far = self._directed(edges, reader, anchor, depth, trace)
                 kept, sims, under_floor = self._select(rids, hop_query, near, depth)
                 if under_floor:
-                    trace.setdefault("under_floor", []).append(store.names[anchor])
+                    trace.setdefault("under_floor", []).append({"anchor": store.names[anchor], "hop": depth})
                 trace["reached"].update(far.tolist())
                 dropped = np.ones(len(rids), dtype=bool)
                 dropped[kept] = False
@@ -565,7 +566,7 @@ class DotRAG:
                 depth: int = 2) -> tuple[np.ndarray, np.ndarray, bool]:
         """Indices of the top-ks candidates (per frontier entity `near`, or per hop; `anchor_top` at the first hop)
         above the minimum similarity to the hop's query (at the first hop, the best of them when none is), all
-        similarities, and whether the first hop kept relationships under the floor.
+        similarities, and whether the hop kept relationships under the floor (none reached it).
 
         A relationship's similarity is that of its text (`head relation tail`), blended with that of its relation
         label by `label_weight`: entity names dominate the text's embedding, so a relationship of exactly the asked
@@ -596,10 +597,12 @@ class DotRAG:
         if settings.relative_margin > 0 and len(best):
             floor = max(floor, float(sims[best[0]]) - settings.relative_margin)
         kept = best[masked[best] >= floor]
-        if depth == 1 and not len(kept) and len(best):
-            # the anchor's own relationships toward the planned type differ only by the far entity's name, which the
-            # question does not give: when none reaches the floor, the best of them still start the walk (at 10x, 22
-            # of 200 walks kept none of an author's `writes` edges, "X writes <title>" 0.2-0.3 from "writes paper")
+        if not len(kept) and len(best):
+            # relationships of the asked relation differ only by their entities' names, which the question does not
+            # give: when none reaches the floor, the best of them still extend the walk the policy chose (at 10x, 22
+            # of 200 first hops kept none of an author's `writes` edges, "X writes <title>" 0.2-0.3 from "writes
+            # paper"; with a user's schema the query names the type too, "depends on package", and "wisp-uuid
+            # depends_on sable-crypto" is 0.18 from it: dev-packages-schema 0.848 -> 0.873)
             return best[np.isfinite(masked[best])], sims, True
         return kept, sims, False
 
