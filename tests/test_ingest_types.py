@@ -123,6 +123,57 @@ def test_inference_types_untyped_entities_only():
     assert graph.entities["m1"].types == ["directed_by:subject"]
 
 
+def _graph(triples) -> Graph:
+    graph = Graph()
+    for source, relation, target in triples:
+        graph.entity(source)
+        graph.entity(target)
+        graph.relationships.append(Relationship(source, relation, target))
+    return graph
+
+
+def _art_world(located: list[tuple[str, str, str]] = ()) -> list[tuple[str, str, str]]:
+    """Six paintings by three painters in two museums; every one of them has an `instance of` edge to its kind."""
+    triples = [*located]
+    for i in range(6):
+        triples += [(f"work{i}", "created by", f"painter{i % 3}"), (f"work{i}", "kept in", f"museum{i % 2}"),
+                    (f"work{i}", "completed in", f"{1900 + i}"), (f"work{i}", "instance of", "painting")]
+    for i in range(3):
+        triples += [(f"painter{i}", "born in", f"{1850 + i}"), (f"painter{i}", "instance of", "human")]
+    for i in range(2):
+        triples += [(f"museum{i}", "opened in", f"{1800 + i}"), (f"museum{i}", "instance of", "museum")]
+    return triples
+
+
+def test_a_relation_stating_kinds_makes_no_type_of_its_subjects():
+    graph = _graph(_art_world())
+    groups = infer_types(graph)
+    types = {key: entity.types for key, entity in graph.entities.items()}
+    # without the rule, every entity with an `instance of` edge was one type, `instance of:subject`
+    assert "instance of:subject" not in {t for ts in types.values() for t in ts}
+    # works, painters and museums apart, each type named after its first role by size, then name
+    assert types["work0"] == ["completed in:subject"] and types["painter0"] == ["born in:subject"]
+    assert types["museum0"] == ["kept in:object"] and types["painting"] == types["human"] == ["instance of:object"]
+    assert "instance of:subject" not in groups
+
+
+def test_an_entity_stated_of_a_kind_only_keeps_that_role_as_its_type():
+    graph = _graph(_art_world([("sketch", "instance of", "drawing")]))
+    infer_types(graph)
+    assert graph.entities["sketch"].types == ["instance of:subject"]
+    assert graph.entities["work1"].types == ["completed in:subject"]
+
+
+def test_a_relation_to_things_of_the_graph_states_no_kinds():
+    # the objects of `located in` (cities) play other roles: it joins places, it states no kinds, and groups as before
+    located = [(f"museum{i % 2}", "located in", f"city{i % 2}") for i in range(2)] + [
+        (f"city{i}", "located in", "country0") for i in range(2)] + [("painter0", "lives in", "city0")]
+    graph = _graph(_art_world(located))
+    infer_types(graph)
+    assert graph.entities["work0"].types == ["completed in:subject"]
+    assert "located in:subject" in graph.entities["museum0"].types
+
+
 def _untyped_copy(graph: Graph) -> Graph:
     """A copy of the graph's structure with every entity untyped."""
     copy = Graph(relationships=list(graph.relationships))

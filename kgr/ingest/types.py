@@ -20,6 +20,12 @@ ROLES = ("subject", "object")
 # On MetaQA every movie role is >= 0.96 inside the movie group, while only 0.67 of directors are also
 # writers, so 0.8 merges the movie roles and keeps directors, writers and actors apart.
 MERGE_SHARE = 0.8
+# A relation stating kinds (`instance of`): the other roles of its subjects fall into two groups of at least this share
+# of them each, nearly disjoint (`_kind_stating_roles`) ...
+UNION_PART = 0.1
+# ... and the relation stating their kinds gives each of its objects this many subjects on average at least (a kind has
+# members; the years of a `founding date` are no kinds of clubs and leagues).
+KIND_MEMBERS = 3
 
 _TOML_WHERE = re.compile(r"\s*\(at line (\d+), column \d+\)$")
 
@@ -102,7 +108,9 @@ def infer_types(graph: Graph | CompactGraph) -> dict[str, list[str]]:
     a small role. A group is named `relation:role` after its first (largest) member, e.g.
     `release_year:subject` for MetaQA's movies and `directed_by:object` for its directors: the name
     says where the type came from, which a guessed noun could not. An entity gets the type of every
-    group it plays a role in (a director who also acts gets two types); typed entities are left alone."""
+    group it plays a role in (a director who also acts gets two types); typed entities are left alone.
+    The subject role of a relation stating kinds (`instance of`: `_kind_stating_roles`) groups nothing: it holds
+    artworks, people and museums alike, and would make them one type; its subjects take their other roles' types."""
     compact = _compact(graph)
     if all(compact.types):
         return {}
@@ -115,9 +123,38 @@ def infer_types(graph: Graph | CompactGraph) -> dict[str, list[str]]:
         for group in np.split(np.arange(len(pairs)), bounds):
             if len(group):
                 members[(compact.labels[int(labels[group[0]])], role)] = eids[group].tolist()
-    groups: list[tuple[str, set[int], list[str]]] = []  # (type name, entities, member role names)
+    roles = sorted(members, key=lambda r: (-len(members[r]), r))
+    stating: set[tuple[str, str]] = set()  # the subject roles of relations stating kinds (`_kind_stating_roles`)
+    while True:
+        groups, type_of = _merge_roles(members, [r for r in roles if r not in stating])
+        found = _kind_stating_roles(members, groups, compact) - stating
+        if not found:
+            break
+        stating |= found
+    covered: set[int] = set()
+    if stating:
+        # their subjects take the types of their other roles; those playing no other role keep the role's own
+        covered = set().union(*(members[r] for r in roles if r not in stating))
+        for role in sorted(stating, key=lambda r: (-len(members[r]), r)):
+            name, rest = role_type_name(*role), set(members[role]) - covered
+            if rest:
+                groups.append((name, rest, [name]))
+                type_of[role] = name
+    role_types(compact, type_of, stating, covered)
+    _write_back(graph, compact)
+    return {name: roles for name, _, roles in groups}
+
+
+Group = tuple[str, set[int], list[str]]  # (type name, entities, member role names)
+
+
+def _merge_roles(members: dict[tuple[str, str], list[int]], roles: list[tuple[str, str]]
+                 ) -> tuple[list[Group], dict[tuple[str, str], str]]:
+    """The type groups of `roles` (largest first): each joins the group already holding `MERGE_SHARE` of its
+    entities, or starts one."""
+    groups: list[Group] = []
     type_of: dict[tuple[str, str], str] = {}
-    for role in sorted(members, key=lambda r: (-len(members[r]), r)):
+    for role in roles:
         found = members[role]
         best, best_share = None, 0.0
         for group in groups:
@@ -130,21 +167,66 @@ def infer_types(graph: Graph | CompactGraph) -> dict[str, list[str]]:
         best[1].update(found)
         best[2].append(role_type_name(*role))
         type_of[role] = best[0]
-    role_types(compact, type_of)
-    _write_back(graph, compact)
-    return {name: roles for name, _, roles in groups}
+    return groups, type_of
 
 
-def role_types(graph: CompactGraph, type_of: dict[tuple[str, str], str]) -> None:
+def _kind_stating_roles(members: dict[tuple[str, str], list[int]], groups: list[Group], graph: CompactGraph
+                        ) -> set[tuple[str, str]]:
+    """The subject roles of relations that state kinds (`instance of`, `rdf:type`): a group's first role whose other
+    roles, grouped without it, fall into at least two groups of `UNION_PART` of its entities each that share at most
+    `1 - MERGE_SHARE` of the smaller (artworks, people and museums alike have an `instance of` edge), whose objects
+    along it differ (`painting` and `sculpture`, `human`, `museum`), play no other role (kinds, not things: the
+    cities that `located in` gives museums are themselves located in countries) and have `KIND_MEMBERS` subjects each
+    on average. Grouped by it, the kinds it states would all be one type."""
+    stating = set()
+    for _, _, names in groups:
+        if len(names) < 3:
+            continue
+        founder, *others = [_role_of(name) for name in names]
+        if founder[1] != "subject":
+            continue
+        parts, _ = _merge_roles(members, others)
+        size = len(members[founder])
+        big = sorted((entities for _, entities, _ in parts if len(entities) >= UNION_PART * size), key=len,
+                     reverse=True)
+        if len(big) < 2 or len(big[0] & big[1]) > (1 - MERGE_SHARE) * len(big[1]):
+            continue
+        label = graph.labels.index(founder[0])
+        edges = np.flatnonzero(graph.relation == label)
+        kinds = set(graph.dst[edges].tolist())
+        if len(kinds) * KIND_MEMBERS > size or any(
+                kinds.intersection(found) for role, found in members.items() if role != (founder[0], "object")):
+            continue
+        objects = [set(graph.dst[edges][np.isin(graph.src[edges], list(part))].tolist()) for part in big[:2]]
+        if not objects[0] & objects[1]:
+            stating.add(founder)
+    return stating
+
+
+def _role_of(type_name: str) -> tuple[str, str]:
+    relation, role = type_name.rsplit(":", 1)
+    return relation, role
+
+
+def role_types(graph: CompactGraph, type_of: dict[tuple[str, str], str],
+               stating: set[tuple[str, str]] = frozenset(), covered: set[int] = frozenset()) -> None:
     """Give each entity the input left untyped the type of every (relation, role) it plays (`type_of`), in the order
-    its roles first appear (by rid, a subject before an object), each once (`CompactGraph.role_eids`)."""
+    its roles first appear (by rid, a subject before an object), each once (`CompactGraph.role_eids`); the subject
+    role of a relation stating kinds (`stating`) only to the entities that play no other role (not in `covered`)."""
     untyped = np.array([not types for types in graph.types], dtype=bool)
-    names = list(dict.fromkeys(type_of[(label, role)] for label in graph.labels for role in ROLES))
+    # a role without a type (a relation stating kinds whose subjects all play other roles) types no entity
+    names = list(dict.fromkeys(type_of[(label, role)] for label in graph.labels for role in ROLES
+                               if (label, role) in type_of))
     number = {name: index for index, name in enumerate(names)}
+    covered_eids = np.fromiter(covered, dtype=np.int64, count=len(covered))
     found = []  # (eids, type numbers, when) of the roles untyped entities play, subjects then objects
     for position, (role, ends) in enumerate(zip(ROLES, (graph.src, graph.dst))):
         rows = np.flatnonzero(untyped[ends]) if untyped.any() else np.zeros(0, dtype=np.int64)
-        by_label = np.array([number[type_of[(label, role)]] for label in graph.labels], dtype=np.int32)
+        stating_labels = [i for i, label in enumerate(graph.labels) if (label, role) in stating]
+        if stating_labels:
+            rows = rows[~(np.isin(graph.relation[rows], stating_labels) & np.isin(ends[rows], covered_eids))]
+        by_label = np.array([number.get(type_of.get((label, role)), -1) for label in graph.labels], dtype=np.int32)
+        rows = rows[by_label[graph.relation[rows]] >= 0]
         found.append((ends[rows], by_label[graph.relation[rows]], 2 * rows + position))
     eids, kinds, when = (np.concatenate([part[i] for part in found]) for i in range(3))
     order = np.lexsort((when, kinds, eids))  # each (entity, type)'s first appearance leads its run
