@@ -437,9 +437,9 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     # a floor the relationship texts alone miss is cleared by the triples of the asked relation
     floor = float(np.sort(text_sims[graph.relation_ids[rids] == graph.relation_labels.index("written_by")])[-1]) + 0.01
     strict_plain, strict_blended = (dotrag(label_weight=w, label_margin=0, min_similarity=floor) for w in (0, 0.3))
-    assert not len(strict_plain._select(rids, query, near)[0])
-    kept = strict_blended._select(rids, query, near)[0]
-    assert len(kept) and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
+    assert strict_plain._select(rids, query, near)[2]  # none reached the floor: the hop's best kept, flagged
+    kept, _, flagged = strict_blended._select(rids, query, near)
+    assert not flagged and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
 
 
 def test_a_hop_keeps_its_best_relationships_when_none_reaches_the_floor_and_says_so(dotrag):
