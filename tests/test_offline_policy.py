@@ -516,7 +516,20 @@ def test_unsure_when_the_best_chain_leaves_the_word_nearest_the_mention_unexplai
     assert policy().confident("q", "who mumbling directed [Dark Harbor]", movie, MOVIE_OPTIONS)
     assert not policy().confident("q", "who directed mumbling [Dark Harbor]", movie, MOVIE_OPTIONS)
     off = OfflinePolicy(bow_embed, schema, settings=OfflineConfig(nearest_explained=0.0))
-    assert off.confident("q", "which writer is [Dark Harbor] mumbled by", movie, options)
+    assert off.confident("q", "which writer is [Dark Harbor] edited by", movie, options)
+
+
+def test_a_type_name_alone_makes_no_plan_sure_of_its_relation():
+    # "writer" names where both `written_by` and `edited_by` lead, not which of them "mumbled" means: with a user's
+    # schema a type's name fits 1.0, and the plan was sure of a guessed relation (dev-packages-schema 0.873 -> 0.943)
+    movie = anchor("Dark Harbor", "movie")
+    schema = {**SCHEMA, "movie": SCHEMA["movie"] + [("edited_by", "writer")], "writer": [("written_by", "movie"),
+                                                                                         ("edited_by", "movie")]}
+    options = [TrajectoryOption("writer", 2, ["written_by", "edited_by"]) if o.type == "writer" else o
+               for o in MOVIE_OPTIONS]
+    off = OfflinePolicy(bow_embed, schema, settings=OfflineConfig(nearest_explained=0.0))
+    assert not off.confident("q", "which writer is [Dark Harbor] mumbled by", movie, options)
+    assert off.confident("q", "which writer is [Dark Harbor] written by", movie, options)
 
 
 COURSES = {"course": [("taught_by", "person"), ("held_in", "building")], "building": [("located_in", "town")],

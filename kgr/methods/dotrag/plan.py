@@ -44,7 +44,8 @@ from kgr.errors import KgrError
 # the kind a noun of the question names costs as a bridge; 28: a Freebase-style label is read with its type segment
 # ("pilot airline": `kgr.graph.subject_kind`); 29: a question naming such a label by its property alone ("genre") is
 # confident, unless the property names a kind of the graph
-PLAN_VERSION = 29
+# 30: a plan is sure of a relation a question word names, not of a type's name alone (`OfflinePolicy.confident`)
+PLAN_VERSION = 30
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,8 @@ class OfflinePolicy(Policy):
         return ids, scores, owner, best
 
     def confident(self, qid: str, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
-        """Whether some word of the question clearly names a relation or type the anchor's trajectories can reach, the
+        """Whether some word of the question clearly names a relation the anchor's trajectories can reach (by its
+        label: a type's name says where a step leads, not which relation it takes), the
         best chain reaches the kind a noun of the question clearly names where any chain does (`_misses_named_kind`),
         and it explains the word nearest the mention (`explains_nearest`) or is the one step into the kind the
         question names (`_one_step_to_named_kind`).
@@ -252,7 +253,9 @@ class OfflinePolicy(Policy):
         for option in options:
             rows, _ = scorer.tails(option.type, self.max_hops - 1)
             steps |= {self._steps.steps[i] for i in np.unique(rows[rows >= 0]).tolist()}
-        best = scorer.best_match(sorted(steps))
+        # sure of the relation, not of where it leads: a type's name ("which packages", "the company") may fit every
+        # step into it, and a user's schema makes it fit 1.0 (dev-packages-schema 0.873 -> 0.943)
+        best = scorer.best_match(sorted(steps), relations_only=True)
         if best is not None and best < self.settings.confident_similarity and \
                 self._property_match(scorer, steps) < self.settings.confident_similarity:
             return False
@@ -320,7 +323,7 @@ class OfflinePolicy(Policy):
             return True
         ids, scores, _, _ = self._option_scores(question, anchor, options)
         row = ids[int(np.argmax(scores))]
-        sims = scorer.similarities([self._steps.steps[s] for s in row[row >= 0].tolist()])
+        sims = scorer.similarities([self._steps.steps[s] for s in row[row >= 0].tolist()], relations_only=True)
         nearest = min(reading.words[i][1] for i in asked)
         return any(sims[i].max() >= self.settings.nearest_explained for i in asked if reading.words[i][1] == nearest)
 
@@ -1026,12 +1029,13 @@ class ChainScorer:
                 dtype=np.int64)
         return found
 
-    def similarities(self, steps: list[tuple[str, str]]) -> np.ndarray:
-        """words x steps: each word's best cosine with the step's relation phrase or type phrase (`step_texts`); a word
-        naming a label word several relations share supports each of their steps alike (`shared_word_similarity`).
-        Single label words as texts of their own were dropped: they cost MetaQA 2- and 3-hop recall."""
+    def similarities(self, steps: list[tuple[str, str]], relations_only: bool = False) -> np.ndarray:
+        """words x steps: each word's best cosine with the step's relation phrase or type phrase (`step_texts`; the
+        relation phrase alone with `relations_only`); a word naming a label word several relations share supports each
+        of their steps alike (`shared_word_similarity`). Single label words as texts of their own were dropped: they
+        cost MetaQA 2- and 3-hop recall."""
         word_vectors = self.reading.vectors
-        texts = [step_texts(r, t, r in self.typed_labels) for r, t in steps]
+        texts = [step_texts(r, t, r in self.typed_labels, not relations_only) for r, t in steps]
         # each distinct text once: steps named alike tie exactly (a matrix product may round equal columns apart)
         distinct = {text: i for i, text in enumerate(dict.fromkeys(text for group in texts for text in group))}
         slots = [distinct[text] for group in texts for text in group]
@@ -1068,11 +1072,12 @@ class ChainScorer:
             found = self._affinities[relation] = float((reading.vectors[words] @ self._vector([text])[0]).max())
         return found
 
-    def best_match(self, steps: list[tuple[str, str]]) -> float | None:
-        """The highest similarity between any question word and any of the steps (None without content words)."""
+    def best_match(self, steps: list[tuple[str, str]], relations_only: bool = False) -> float | None:
+        """The highest similarity between any question word and any of the steps (`similarities`; None without content
+        words)."""
         if self.reading.vectors is None or not steps:
             return None
-        return float(self.similarities(steps).max())
+        return float(self.similarities(steps, relations_only).max())
 
     def tails(self, type_name: str, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """All continuations of up to `depth` steps from a type along `schema` (`chain_cache.tail_rows`).
@@ -1272,14 +1277,14 @@ def property_words(relation: str) -> str:
 
 
 @lru_cache(maxsize=1 << 16)
-def step_texts(relation: str, type_name: str, typed: bool = False) -> tuple[str, ...]:
+def step_texts(relation: str, type_name: str, typed: bool = False, with_type: bool = True) -> tuple[str, ...]:
     """What a step is called: its relation phrase (`label_words`, `typed` as it says) and, for a type of the graph's
-    schema, its type phrase.
+    schema (and `with_type`), its type phrase.
 
     An inferred type is named after one of its relations (`maintained_by:object`): its words are that relation's, so
     they name a step along it, not whatever else reaches the type. A person typed `maintained_by:object` reached by
     `member_of` must not explain "maintained" ("the packages maintained by members of [X]" walks both relations)."""
-    type_text = "" if _inferred(type_name) else type_words(type_name)
+    type_text = "" if _inferred(type_name) or not with_type else type_words(type_name)
     phrases = [p for p in (label_words(relation, typed), type_text) if p] or [relation or type_name]
     return tuple(dict.fromkeys(phrases))
 
