@@ -214,14 +214,16 @@ def test_one_hop_directed_movies_of_a_director_who_acts(dotrag, triples):
 
 
 def test_one_hop_acted_movies_of_a_director_who_acts(dotrag):
-    record = ask(dotrag(label_margin=0.05), "what movies did [Clint Ranger] act in")
+    # the walk of the offline ranking's first choice (not hedged: "movies" fits both his relations, and "act" names
+    # `starred_actors` under `confident_similarity`, so the policy alone would walk both)
+    record = ask(dotrag(label_margin=0.05, hedge_trajectories=0), "what movies did [Clint Ranger] act in")
     assert endpoints(record) == ACTED
     assert set(record.entities) == ACTED
 
 
 def test_one_hop_acted_movies_given_the_right_hop_query(dotrag):
     """The search itself separates the two relations once the hop query names the asked one (label_margin 0.05)."""
-    method = dotrag(label_margin=0.05)
+    method = dotrag(label_margin=0.05, hedge_trajectories=0)
     query = Query("q", "what movies did [Clint Ranger] act in")
     plan = method.plan(query)
     assert [p["type"] for p in plan["pairs"]] == ["movie"]
@@ -292,7 +294,7 @@ def test_the_hub_is_never_an_answer(dotrag, text):
 
 
 def test_a_hub_anchor_search_stays_within_top_ks(dotrag, triples):
-    record = ask(dotrag(search_top=3, anchor_top=0), "which movies are in [English]")
+    record = ask(dotrag(search_top=3, anchor_top=0, hedge_trajectories=0), "which movies are in [English]")
     assert record.anchors == ["English"]
     [walk] = record.trace["trajectories"]
     assert walk["hops"] and all(h["kept"] <= 3 for h in walk["hops"])
@@ -305,7 +307,7 @@ def test_a_hub_anchor_search_stays_within_top_ks(dotrag, triples):
 @pytest.mark.parametrize("anchor_top, kept", [(1000, len(MOVIES)), (5, 5)])
 def test_the_anchors_own_relationships_are_capped_by_anchor_top_not_ks(dotrag, anchor_top, kept):
     # all 8 English movies answer the question; they differ only by the name the question does not give
-    record = ask(dotrag(search_top=3, anchor_top=anchor_top), "which movies are in [English]")
+    record = ask(dotrag(search_top=3, anchor_top=anchor_top, hedge_trajectories=0), "which movies are in [English]")
     [walk] = record.trace["trajectories"]
     assert walk["hops"][0]["kept"] == kept and len(endpoints(record, 1)) == kept
 
@@ -572,7 +574,7 @@ def test_an_unsure_plan_walks_every_first_relation_into_the_leading_type(dotrag)
     unsure = dotrag(hedge_trajectories=4).plan(Query("q", "describe [Clint Ranger] in a few words"))
     assert unsure["hedged"] and [p["type"] for p in unsure["pairs"]] == ["movie", "movie"]
     assert {p["query"] for p in unsure["pairs"]} == {"directed by movie", "starred actors movie"}
-    sure = dotrag(hedge_trajectories=4).plan(Query("q", "which movies did [Clint Ranger] direct"))
+    sure = dotrag(hedge_trajectories=4).plan(Query("q", "which movies were directed by [Clint Ranger]"))
     assert not sure["hedged"] and [p["query"] for p in sure["pairs"]] == ["directed by movie"]
 
 
