@@ -22,7 +22,7 @@ ROLES = ("subject", "object")
 MERGE_SHARE = 0.8
 # A relation stating kinds (`instance of`): the other roles of its subjects fall into two groups of at least this share
 # of them each, nearly disjoint (`_kind_stating_roles`) ...
-UNION_PART = 0.1
+KIND_PART = 0.1
 # ... and the relation stating their kinds gives each of its objects this many subjects on average at least (a kind has
 # members; the years of a `founding date` are no kinds of clubs and leagues).
 KIND_MEMBERS = 3
@@ -173,7 +173,7 @@ def _merge_roles(members: dict[tuple[str, str], list[int]], roles: list[tuple[st
 def _kind_stating_roles(members: dict[tuple[str, str], list[int]], groups: list[Group], graph: CompactGraph
                         ) -> set[tuple[str, str]]:
     """The subject roles of relations that state kinds (`instance of`, `rdf:type`): a group's first role whose other
-    roles, grouped without it, fall into at least two groups of `UNION_PART` of its entities each that share at most
+    roles, grouped without it, fall into at least two groups of `KIND_PART` of its entities each that share at most
     `1 - MERGE_SHARE` of the smaller (artworks, people and museums alike have an `instance of` edge), whose objects
     along it differ (`painting` and `sculpture`, `human`, `museum`), play no other role (kinds, not things: the
     cities that `located in` gives museums are themselves located in countries) and have `KIND_MEMBERS` subjects each
@@ -182,12 +182,12 @@ def _kind_stating_roles(members: dict[tuple[str, str], list[int]], groups: list[
     for _, _, names in groups:
         if len(names) < 3:
             continue
-        founder, *others = [_role_of(name) for name in names]
+        founder, *others = [tuple(name.rsplit(":", 1)) for name in names]
         if founder[1] != "subject":
             continue
         parts, _ = _merge_roles(members, others)
         size = len(members[founder])
-        big = sorted((entities for _, entities, _ in parts if len(entities) >= UNION_PART * size), key=len,
+        big = sorted((entities for _, entities, _ in parts if len(entities) >= KIND_PART * size), key=len,
                      reverse=True)
         if len(big) < 2 or len(big[0] & big[1]) > (1 - MERGE_SHARE) * len(big[1]):
             continue
@@ -201,11 +201,6 @@ def _kind_stating_roles(members: dict[tuple[str, str], list[int]], groups: list[
         if not objects[0] & objects[1]:
             stating.add(founder)
     return stating
-
-
-def _role_of(type_name: str) -> tuple[str, str]:
-    relation, role = type_name.rsplit(":", 1)
-    return relation, role
 
 
 def role_types(graph: CompactGraph, type_of: dict[tuple[str, str], str],
