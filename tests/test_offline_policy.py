@@ -498,14 +498,19 @@ def test_confident_only_when_a_question_word_names_a_reachable_relation_or_type(
     assert policy().confident("q", "[Dark Harbor]", movie, MOVIE_OPTIONS)  # nothing to be unsure about
 
 
+# MetaQA's schema with a second relation into writers (`edited_by`), and a movie's first-hop options over it
+TWO_WAYS_TO_WRITERS = (
+    {**SCHEMA, "movie": SCHEMA["movie"] + [("edited_by", "writer")],
+     "writer": [("written_by", "movie"), ("edited_by", "movie")]},
+    [TrajectoryOption("writer", 2, ["written_by", "edited_by"]) if o.type == "writer" else o for o in MOVIE_OPTIONS],
+)
+
+
 def test_unsure_when_the_best_chain_leaves_the_word_nearest_the_mention_unexplained():
     movie = anchor("Dark Harbor", "movie")
     # "writer" names a reachable type, but "mumbled", next to the mention and so naming the first step, fits no step
     # of the best chain, and two relations lead to writers: the walk would start from a guess
-    schema = {**SCHEMA, "movie": SCHEMA["movie"] + [("edited_by", "writer")], "writer": [("written_by", "movie"),
-                                                                                         ("edited_by", "movie")]}
-    options = [TrajectoryOption("writer", 2, ["written_by", "edited_by"]) if o.type == "writer" else o
-               for o in MOVIE_OPTIONS]
+    schema, options = TWO_WAYS_TO_WRITERS
     assert not OfflinePolicy(bow_embed, schema).confident("q", "which writer is [Dark Harbor] mumbled by", movie,
                                                           options)
     # one relation into the kind the question names leaves nothing to guess
@@ -523,10 +528,7 @@ def test_a_type_name_alone_makes_no_plan_sure_of_its_relation():
     # "writer" names where both `written_by` and `edited_by` lead, not which of them "mumbled" means: with a user's
     # schema a type's name fits 1.0, and the plan was sure of a guessed relation (dev-packages-schema 0.873 -> 0.943)
     movie = anchor("Dark Harbor", "movie")
-    schema = {**SCHEMA, "movie": SCHEMA["movie"] + [("edited_by", "writer")], "writer": [("written_by", "movie"),
-                                                                                         ("edited_by", "movie")]}
-    options = [TrajectoryOption("writer", 2, ["written_by", "edited_by"]) if o.type == "writer" else o
-               for o in MOVIE_OPTIONS]
+    schema, options = TWO_WAYS_TO_WRITERS
     off = OfflinePolicy(bow_embed, schema, settings=OfflineConfig(nearest_explained=0.0))
     assert not off.confident("q", "which writer is [Dark Harbor] mumbled by", movie, options)
     assert off.confident("q", "which writer is [Dark Harbor] written by", movie, options)
