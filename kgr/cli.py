@@ -204,12 +204,15 @@ def ingest(
     elif report.skipped:
         output.info("ingest is up to date (same inputs and settings); use --force to redo it")
     else:
-        counts = ", ".join(f"{value:,} {name}" for name, value in report.counts.items())
+        counts = ", ".join(f"{value:,} {name}" for name, value in report.counts.items() if name != "kind_relations")
         times = ", ".join(f"{name} {value:.1f}s" for name, value in report.seconds.items())
         output.info(f"ingested {counts}; encoded {report.encoded:,} new texts ({times})")
         if report.counts.get("coarse_typed"):
             output.info(f"typed {report.counts['coarse_typed']:,} entities by coarse kinds: their relation roles "
                         f"gave {report.counts['role_types']:,} types (more than types.max_inferred)")
+        if report.counts.get("kind_relations"):
+            output.info(escape(f"read {', '.join(report.counts['kind_relations'])} as stating kinds: its classes name "
+                               f"the types of its subjects (kgr status)"))
     # Warnings go to stderr with --json too: they change how the result reads.
     if report.skipped_records:
         output.info(escape(f"warning: left out {len(report.skipped_records):,} malformed record(s): "

@@ -55,6 +55,8 @@ class Graph:
     skipped: list[str] = field(default_factory=list)
     # Type names kgr inferred from relation roles (not given by the input or a schema).
     inferred_types: list[str] = field(default_factory=list)
+    # Relations kgr found stating kinds (`instance of`), whose objects name their subjects' types.
+    kind_relations: list[str] = field(default_factory=list)
 
     def entity(self, key: str, name: str | None = None) -> Entity:
         """Return the entity with this key, creating it (named `name` or the key) if new."""

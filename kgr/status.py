@@ -7,7 +7,7 @@ from typing import Any
 
 from kgr.config import pinned_settings
 from kgr.project import Project
-from kgr.store import naming_labels
+from kgr.store import naming_classes, naming_labels
 
 
 def project_status(project: Project) -> dict[str, Any]:
@@ -40,6 +40,11 @@ def project_status(project: Project) -> dict[str, Any]:
         # what the graph's own words call each type's members: a type inferred from a relation role
         # (`located_in:subject`) is otherwise nameless to a question ("which stations")
         report["type_names"] = naming_labels(project.db)
+        # ... and the classes a relation stating kinds gives them (`instance-of` -> `painting`)
+        ingest = project.last_run("ingest")
+        kinds = ingest.counts.get("kind_relations", []) if ingest is not None else []
+        for type_name, classes in naming_classes(project.db, kinds).items():
+            report["type_names"].setdefault(type_name, []).extend(f"{' / '.join(kinds)}: {c}" for c in classes)
     return report
 
 

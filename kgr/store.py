@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -103,6 +103,31 @@ def naming_labels(db) -> dict[str, list[str]]:
     return named
 
 
+# Per (type, class): the classes a relation stating kinds gives its subjects (`instance of` -> `painting`), kept where
+# NAMING_SHARE of the class's subjects are of the type.
+_NAMING_CLASSES = """
+WITH stated AS (SELECT DISTINCT src, dst FROM relationships WHERE list_contains(?, relation)),
+     members AS (SELECT dst, count(*) AS n FROM stated GROUP BY dst)
+SELECT t.type, e.name
+FROM stated s JOIN entity_types t ON t.eid = s.src JOIN members m USING (dst) JOIN entities e ON e.eid = s.dst
+GROUP BY t.type, s.dst, e.name, m.n
+HAVING count(*) >= ? * m.n
+ORDER BY t.type, count(*) DESC, e.name
+"""
+
+
+def naming_classes(db, kind_relations: Sequence[str]) -> dict[str, list[str]]:
+    """Per type, the names of the classes its members are stated to be of (most members first): the objects of a
+    relation stating kinds (`kind_relations`, found at ingest: `types.infer_types`) at least `NAMING_SHARE` of whose
+    subjects are of the type. An artwork type inferred as `completed-in:subject` is nameless to "which sculptures";
+    its members' `instance-of` classes (`painting`, `sculpture`) name it."""
+    named: dict[str, list[str]] = {}
+    if kind_relations:
+        for type_name, name in db.execute(_NAMING_CLASSES, [list(kind_relations), NAMING_SHARE]).fetchall():
+            named.setdefault(type_name, []).append(name)
+    return named
+
+
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 # The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
@@ -121,6 +146,7 @@ class GraphStore:
         if isinstance(self.vectors_dir, ObjectFolder):
             self.vectors_dir.check()  # an unreachable store fails here in one line, not amid a question
         self.model_name: str = run.counts.get("embedding_model", project.config.embedding.model)
+        self.kind_relations: list[str] = run.counts.get("kind_relations", [])  # `types.infer_types`
         # the backend and quantization that made the vectors (`Encoder.vectors_kind`; projects from before: torch)
         self.vectors_kind: str = run.counts.get("embedding_backend", "torch")
         if encoder is not None and encoder.model_name != self.model_name:
@@ -328,6 +354,13 @@ class GraphStore:
     def type_naming_labels(self) -> list[list[str]]:
         """Per type (in `type_names` order), the relation labels that name its members (`naming_labels`)."""
         named = naming_labels(self._db)
+        return [named.get(t, []) for t in self.type_names]
+
+    @cached_property
+    def type_naming_classes(self) -> list[list[str]]:
+        """Per type (in `type_names` order), the names of the classes its members are stated to be of
+        (`naming_classes`)."""
+        named = naming_classes(self._db, self.kind_relations)
         return [named.get(t, []) for t in self.type_names]
 
     def relation_of(self, rid: int) -> str:

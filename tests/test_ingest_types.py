@@ -154,7 +154,7 @@ def test_a_relation_stating_kinds_makes_no_type_of_its_subjects():
     # works, painters and museums apart, each type named after its first role by size, then name
     assert types["work0"] == ["completed in:subject"] and types["painter0"] == ["born in:subject"]
     assert types["museum0"] == ["kept in:object"] and types["painting"] == types["human"] == ["instance of:object"]
-    assert "instance of:subject" not in groups
+    assert "instance of:subject" not in groups and graph.kind_relations == ["instance of"]
 
 
 def test_an_entity_stated_of_a_kind_only_keeps_that_role_as_its_type():
@@ -172,6 +172,30 @@ def test_a_relation_to_things_of_the_graph_states_no_kinds():
     infer_types(graph)
     assert graph.entities["work0"].types == ["completed in:subject"]
     assert "located in:subject" in graph.entities["museum0"].types
+    assert graph.kind_relations == ["instance of"]  # `instance of` still states kinds; `located in` does not
+
+
+def test_the_classes_a_relation_states_name_their_members_types(tmp_path, run_kgr):
+    """An inferred type has no name a question uses ("which paintings"); its members' `instance of` classes name it,
+    in `kgr status`, in the store the policy reads, and after an append that infers nothing new."""
+    from kgr.project import Project
+    from kgr.store import GraphStore
+
+    kb, more = tmp_path / "art.txt", tmp_path / "more.txt"
+    kb.write_text("".join(f"{s}|{r}|{o}\n" for s, r, o in _art_world()), encoding="utf-8")
+    more.write_text("work0|kept in|museum1\n", encoding="utf-8")
+    project = tmp_path / "art"
+    for args in ([kb], [more, "--append"]):
+        assert (result := run_kgr("ingest", project, *args)).exit_code == 0, result.output
+        status = json.loads(run_kgr("status", project, "--json").stdout)
+        assert status["stages"][0]["counts"]["kind_relations"] == ["instance of"]
+        assert status["type_names"]["completed in:subject"] == ["instance of: painting"]  # no label names works
+        assert status["type_names"]["born in:subject"] == ["created by", "instance of: human"]
+    with Project.open(project) as opened:
+        store = GraphStore(opened)
+        classes = dict(zip(store.type_names, store.type_naming_classes))
+    assert classes["completed in:subject"] == ["painting"] and classes["kept in:object"] == ["museum"]
+    assert classes["instance of:object"] == []  # the classes themselves are of no class
 
 
 def _untyped_copy(graph: Graph) -> Graph:

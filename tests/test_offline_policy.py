@@ -17,8 +17,8 @@ import pytest
 from kgr.config import OfflineConfig
 from kgr.lexicon import OFFLINE_STOP_WORDS, question_words, sharing_cue
 from kgr.methods.offline.chain_cache import stacked
-from kgr.methods.offline.policy import (ChainScorer, OfflinePolicy, label_words, names_its_object, step_query,
-                                       step_texts, type_words, within_margin)
+from kgr.methods.offline.policy import (ChainScorer, OfflinePolicy, TypeLooks, label_words, names_its_object,
+                                       step_query, step_texts, type_words, within_margin)
 from kgr.methods.offline.decisions import AnchorOption, Continue, HopSummary, Stop, TrajectoryOption
 
 DIM = 1 << 14
@@ -1031,6 +1031,22 @@ def test_a_noun_naming_a_kind_the_stop_is_not_of_walks_on_toward_it_and_keeps_th
     loose = OfflinePolicy(embed, PLACES, type_centroids=PLACE_CENTROIDS, type_labels=names,
                           settings=OfflineConfig(confident_similarity=1.01))
     assert loose.review("q", question, ADA, walk[:1], options, 3) == Stop([1])
+
+
+def test_the_classes_its_members_are_stated_to_be_of_name_a_type_to_a_noun():
+    # artworks and artists of an art-world graph without a schema: no label names the works (they are the subjects of
+    # `completed_in`), the centroids of invented titles and names are near no noun; their `instance of` classes are
+    types = ["completed_in:subject", "born_in:subject"]
+    looks = TypeLooks.of(types, bow_embed(["untitled", "someone"]), [[], ["created_by"]],
+                         classes=[["painting", "sculpture"], ["human"]])
+    words = bow_embed(["sculptures", "painting", "human", "sculptures"])
+    nouns = np.array([True, True, True, False])
+    sims = looks.similarities(words, nouns, bow_embed)
+    assert sims[0, 0] == sims[1, 0] == pytest.approx(1.0) and sims[0, 1] < 0.5
+    assert sims[2, 1] == pytest.approx(1.0) and sims[2, 0] < 0.5
+    assert sims[3, 0] < 0.5  # a word that is no noun is compared with the centroid alone
+    by_words = looks.similarities(words, nouns, bow_embed, by_words=True)
+    assert by_words[0, 0] == pytest.approx(1.0) and by_words[3, 0] == -np.inf
 
 
 def _chain_scores(question: str, centroids, **settings) -> dict[tuple[str, ...], float]:

@@ -38,6 +38,7 @@ class CompactGraph:
     relationship_sources: dict[int, list[int]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     inferred_types: list[str] = field(default_factory=list)
+    kind_relations: list[str] = field(default_factory=list)  # the relations stating kinds (`types.infer_types`)
     # Types given by relation roles to the entities the input left untyped (`types.role_types`): (eid, number into
     # role_type_names) pairs, by eid, each entity's in the order its roles first appear.
     role_eids: np.ndarray | None = None
@@ -90,7 +91,7 @@ class CompactGraph:
     def to_graph(self) -> Graph:
         """The graph as objects (`Graph`), for callers that walk it entity by entity."""
         graph = Graph(passages=list(self.passages), skipped=list(self.skipped),
-                      inferred_types=list(self.inferred_types))
+                      inferred_types=list(self.inferred_types), kind_relations=list(self.kind_relations))
         for eid, (key, name, description, types) in enumerate(
                 zip(self.keys.to_pylist(), self.names.to_pylist(), self.descriptions.to_pylist(),
                     self.entity_type_lists())):
@@ -129,4 +130,5 @@ class CompactGraph:
             entity_sources={i: list(e.sources) for i, e in enumerate(entities) if e.sources},
             relationship_sources={i: list(r.sources) for i, r in enumerate(relationships) if r.sources},
             skipped=list(graph.skipped), inferred_types=list(graph.inferred_types),
+            kind_relations=list(graph.kind_relations),
         )

@@ -284,6 +284,9 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     tables = graph_columns(graph, passage_links(TextColumn(graph.names), graph.passages))
     coarse = coarse_typed_entities(graph, project.config.types.max_inferred)
     skipped_records, role_types = graph.skipped, len(graph.inferred_types)
+    # an appended graph keeps its held entities' types, so inference over it finds the held kind relations no more
+    held_kinds = project.last_run("ingest").counts.get("kind_relations", []) if action == "append" else []
+    kinds = sorted(set(graph.kind_relations) | set(held_kinds))
     # The read graph is dropped before the encoder loads and the vectors are written: from here the graph is its
     # Arrow columns, and texts become Python strings a chunk at a time.
     del graph
@@ -293,6 +296,8 @@ def _read_and_store(project: Project, options: IngestOptions, action: str, held:
     inputs = {"part": list(range(len(parts))), "fingerprint": [p.fingerprint for p in parts],
               "files": [json.dumps(p.files) for p in parts], "schema": [p.schema for p in parts]}
     typing = {"coarse_typed": len(coarse), "role_types": role_types} if coarse else {}
+    if kinds:
+        typing["kind_relations"] = kinds  # their objects name their subjects' types (`store.naming_classes`)
     report = store_graph(project, tables, started=started, input_fingerprint=input_fp, progress=progress,
                          counts_extra={**(skipped or {}), **typing}, extra_tables={INPUTS_TABLE: (inputs, {"part"})},
                          coarse_entities=coarse)

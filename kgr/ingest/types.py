@@ -141,6 +141,7 @@ def infer_types(graph: Graph | CompactGraph) -> dict[str, list[str]]:
                 groups.append((name, rest, [name]))
                 type_of[role] = name
     role_types(compact, type_of, stating, covered)
+    compact.kind_relations = sorted({label for label, _ in stating})
     _write_back(graph, compact)
     return {name: roles for name, _, roles in groups}
 
@@ -244,6 +245,7 @@ def _write_back(graph: Graph | CompactGraph, compact: CompactGraph) -> None:
     """Give a Graph of objects the types its columns were given (a CompactGraph holds them already)."""
     if compact is graph:
         return
+    graph.kind_relations = list(compact.kind_relations)
     for entity, types in zip(graph.entities.values(), compact.entity_type_lists()):
         if not entity.types:
             entity.types.extend(types)

@@ -608,8 +608,10 @@ class DotRAG:
 
     @cached_property
     def _type_names(self) -> dict[str, list[str]]:
-        """Per type, the relation labels naming its members (`GraphStore.type_naming_labels`), for the record."""
-        return dict(zip(self.store.type_names, self.store.type_naming_labels))
+        """Per type, the relation labels naming its members and the classes they are stated to be of
+        (`GraphStore.type_naming_labels`, `type_naming_classes`), for the record."""
+        return {name: labels + classes for name, labels, classes in
+                zip(self.store.type_names, self.store.type_naming_labels, self.store.type_naming_classes)}
 
     @cached_property
     def _typed_labels(self) -> frozenset[str]:

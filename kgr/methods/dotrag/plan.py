@@ -44,8 +44,9 @@ from kgr.errors import KgrError
 # the kind a noun of the question names costs as a bridge; 28: a Freebase-style label is read with its type segment
 # ("pilot airline": `kgr.graph.subject_kind`); 29: a question naming such a label by its property alone ("genre") is
 # confident, unless the property names a kind of the graph
-# 30: a plan is sure of a relation a question word names, not of a type's name alone (`OfflinePolicy.confident`)
-PLAN_VERSION = 30
+# 30: a plan is sure of a relation a question word names, not of a type's name alone (`OfflinePolicy.confident`);
+# 31: the classes a relation stating kinds gives a type's members name it (`GraphStore.type_naming_classes`)
+PLAN_VERSION = 31
 
 
 @dataclass(frozen=True)

@@ -119,10 +119,12 @@ class OfflinePolicy(Policy):
                  max_hops: int = 3, settings: OfflineConfig | None = None,
                  priors: dict[tuple[str, str, str], float] | None = None,
                  type_centroids: tuple[list[str], np.ndarray] | None = None,
-                 type_labels: list[list[str]] | None = None, subject_steps: frozenset[tuple[str, str]] = frozenset()):
+                 type_labels: list[list[str]] | None = None, subject_steps: frozenset[tuple[str, str]] = frozenset(),
+                 type_classes: list[list[str]] | None = None):
         """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), and
         `type_labels` the relation labels naming each type's members (`GraphStore.type_naming_labels`), which the
-        `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off);
+        `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off),
+        as it does `type_classes`, the classes each type's members are stated to be of (`GraphStore.type_naming_classes`);
         `subject_steps` the steps arriving at their relation's subject end (`kgr.schema.subject_arrivals`)."""
         self._embed = embed
         self._subject_steps = subject_steps
@@ -134,7 +136,8 @@ class OfflinePolicy(Policy):
         # one by its property ("what is the genre of [X]") names it clearly (`confident`)
         kinds = {subject_kind(r) for r in self.typed_labels}
         self._bare_labels = frozenset(r for r in self.typed_labels if property_words(r) not in kinds)
-        self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels, self.typed_labels)
+        self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels, self.typed_labels,
+                                                                    type_classes)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
@@ -164,6 +167,7 @@ class OfflinePolicy(Policy):
                    priors=step_priors(tally),
                    type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None,
                    type_labels=store.type_naming_labels if settings.answer_type else None,
+                   type_classes=store.type_naming_classes if settings.answer_type else None,
                    subject_steps=frozenset(step for step in subject_arrivals(store) if names_its_object(step[0])))
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
@@ -694,28 +698,30 @@ class ChainGroup:
 @dataclass(frozen=True)
 class TypeLooks:
     """What each type of the graph looks like to a word naming the answer's kind: its members' mean vector, and to a
-    noun ("which stations", not "where") also the relation labels naming its members (`GraphStore.type_naming_labels`),
-    whichever is nearer. Invented station names average to nothing "stations" is near, but the graph calls them
+    noun ("which stations", not "where") also the relation labels naming its members (`GraphStore.type_naming_labels`)
+    and the classes they are stated to be of (`GraphStore.type_naming_classes`), whichever is nearer. Invented station names average to nothing "stations" is near, but the graph calls them
     `adjacent station`; a wh-word is not the graph's wording ("when" is near `born in`, whose objects are places)."""
 
     rows: dict[str, int]  # row per type name
     centroids: np.ndarray  # types x dimensions (`GraphStore.type_centroids`)
-    name_texts: list[str]  # the words of every naming label and schema type name, once each
-    labels: list[np.ndarray]  # per type row, its naming labels' places in `name_texts`
+    name_texts: list[str]  # the words of every naming label, naming class and schema type name, once each
+    labels: list[np.ndarray]  # per type row, its naming labels' and classes' places in `name_texts`
     own: np.ndarray  # per type row, its own name's place in `name_texts` (-1: an inferred type, named by a role)
 
     @classmethod
     def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None,
-           typed: frozenset[str] = frozenset()) -> "TypeLooks":
+           typed: frozenset[str] = frozenset(), classes: list[list[str]] | None = None) -> "TypeLooks":
         """`typed`: the labels read with their type segment, which names what the label's object is to its subject
-        ("pilot airline": a pilot's airline, an airline; `label_words`)."""
-        labels = labels or [[] for _ in types]
+        ("pilot airline": a pilot's airline, an airline; `label_words`); `classes`: per type, the classes its members
+        are stated to be of (`GraphStore.type_naming_classes`), names as they are."""
+        names = [[label_words(r, r in typed) for r in rs] for rs in labels or [[] for _ in types]]
+        for row, found in enumerate(classes or []):
+            names[row] += found
         own = ["" if _inferred(t) else type_words(t) for t in types]
-        texts = sorted({label_words(r, r in typed) for rs in labels for r in rs} | set(own) - {""})
+        texts = sorted({text for texts in names for text in texts} | set(own) - {""})
         place = {text: i for i, text in enumerate(texts)}
         return cls({name: row for row, name in enumerate(types)}, centroids, texts,
-                   [np.array(sorted({place[label_words(r, r in typed)] for r in rs}), dtype=np.int64)
-                    for rs in labels],
+                   [np.array(sorted({place[text] for text in texts}), dtype=np.int64) for texts in names],
                    np.array([place.get(text, -1) for text in own], dtype=np.int64))
 
     def similarities(self, word_vectors: np.ndarray, nouns: np.ndarray,
