@@ -37,6 +37,14 @@ QUESTION_WORDS = frozenset("what which who whom whose when where why how".split(
 # Question words that say what kind of thing the answer is (a person, a time, a place, a reason): the offline
 # policy scores them against types ("who" fits a person step), so it does not drop them.
 KIND_QUESTION_WORDS = frozenset("who when where why".split())
+# The question word asking for a time: its answer is a date, which a graph spells as one (`DATE_SPELLING`).
+DATE_QUESTION_WORD = "when"
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+# Spellings that are a date whatever their neighbourhood: "1854", "21 April 1854", "March 30, 1970", "1990s". Read
+# by spelling, not embeddings, which place bare numerals poorly (`kgr.ingest.types.coarse_kinds`, `GraphStore`).
+DATE_SPELLING = re.compile(rf"^(?:(?:\d{{1,2}}\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}},?)?\s+\d{{3,4}}|\d{{3,4}}s?|"
+                           rf"\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?:{_MONTHS})\.?\s+\d{{1,2}})$", re.IGNORECASE)
 # What the `\w+` tokenizer leaves of an English possessive ("Ada's" -> "ada", "s").
 POSSESSIVE_S = "s"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,7 +15,7 @@ from kgr.columns import TextColumn
 from kgr.embed import Encoder, PhraseCache, VectorIndex, load_vectors
 from kgr.errors import KgrError
 from kgr.graph import inverse_base, normalize_name, relation_words
-from kgr.lexicon import NAME_WORD
+from kgr.lexicon import DATE_SPELLING, NAME_WORD
 from kgr.objectstore import ObjectFolder, location
 from kgr.project import PHRASES_DIR, Project
 from kgr.ranking import top_k
@@ -128,6 +128,7 @@ def naming_classes(db, kind_relations: Sequence[str]) -> dict[str, list[str]]:
     return named
 
 
+DATE_SAMPLE = 1_000  # members per type whose names `GraphStore.date_types` reads: a share, not a census
 CENTROID_CHUNK = 65_536  # member vectors summed at a time by `GraphStore.type_centroids` (100 MB at 384 floats)
 # The GraphStore attribute holding each vector table as a matrix.
 VECTOR_MATRICES = {"entities": "entity_vectors", "relationships": "relationship_vectors", "passages": "passage_vectors"}
@@ -338,17 +339,33 @@ class GraphStore:
         """Per type (in `type_names` order), the normalized mean of its members' entity vectors: what a type looks like
         to the encoder, which a question word can match where the type's name says nothing (a schema-less
         `located_in:object` holding countries is 0.81 from "country", its cities' type 0.57)."""
-        members = np.repeat(np.arange(len(self.names)), np.diff(self.type_indptr))
-        order = np.argsort(self.type_ids, kind="stable")
-        counts = np.bincount(self.type_ids, minlength=len(self.type_names))
         centroids = np.zeros((len(self.type_names), self.entity_vectors.shape[1]), dtype=np.float32)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        for t in np.flatnonzero(counts).tolist():
-            rows = members[order[starts[t]:starts[t] + counts[t]]]
+        for t, rows in self._type_members():
             for first in range(0, len(rows), CENTROID_CHUNK):  # a bounded copy of the members' vectors at a time
                 centroids[t] += self.entity_vectors[rows[first:first + CENTROID_CHUNK]].sum(axis=0)
         norms = np.linalg.norm(centroids, axis=1, keepdims=True)
         return centroids / np.where(norms > 0, norms, 1.0)
+
+    @cached_property
+    def date_types(self) -> np.ndarray:
+        """Per type (in `type_names` order), whether `NAMING_SHARE` of its members' names spell a date
+        (`lexicon.DATE_SPELLING`; of `DATE_SAMPLE` evenly spaced members at most): what "when" asks for, which no
+        encoder reads off "1887" or a label (`completed-in`)."""
+        dated = np.zeros(len(self.type_names), dtype=bool)
+        for t, rows in self._type_members():
+            sample = rows[np.linspace(0, len(rows) - 1, min(len(rows), DATE_SAMPLE)).astype(np.int64)]
+            spelled = sum(1 for eid in sample.tolist() if DATE_SPELLING.match(" ".join(self.names[eid].split())))
+            dated[t] = spelled >= NAMING_SHARE * len(sample)
+        return dated
+
+    def _type_members(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Each type number with members, and its members' eids."""
+        members = np.repeat(np.arange(len(self.names)), np.diff(self.type_indptr))
+        order = np.argsort(self.type_ids, kind="stable")
+        counts = np.bincount(self.type_ids, minlength=len(self.type_names))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        for t in np.flatnonzero(counts).tolist():
+            yield t, members[order[starts[t]:starts[t] + counts[t]]]
 
     @cached_property
     def type_naming_labels(self) -> list[list[str]]:

@@ -223,7 +223,8 @@ OPEN_TRIPLES = [
 
 
 def test_coarse_kinds_read_dates_and_numbers_by_spelling():
-    from kgr.ingest.types import _DATE, _NUMBER
+    from kgr.ingest.types import _NUMBER
+    from kgr.lexicon import DATE_SPELLING as _DATE
 
     assert all(_DATE.match(t) for t in ("1852", "28 November 1660", "March 30, 1970", "1990s", "2001-05-03"))
     assert all(_NUMBER.match(t) for t in ("35", "12.5 million", "3%", "1,700", "1.2 billion people"))

@@ -1049,6 +1049,30 @@ def test_the_classes_its_members_are_stated_to_be_of_name_a_type_to_a_noun():
     assert by_words[0, 0] == pytest.approx(1.0) and by_words[3, 0] == -np.inf
 
 
+# A person was born in a town and in a year; no label fits "when", and "born" fits `born in` best. The years' type is
+# inferred (`birth_year:object`), its centroid of numerals near no word; its members spell dates (`GraphStore.date_types`).
+BIRTHS = {"person": [("born_in", "born_in:object"), ("birth_year", "birth_year:object")], "born_in:object": [],
+          "birth_year:object": []}
+BIRTH_CENTROIDS = (["born_in:object", "birth_year:object", "person"], bow_embed(["town", "numeral", "person"]))
+
+
+def test_when_names_the_types_whose_members_spell_dates():
+    options = [TrajectoryOption("born_in:object", 1, ["born_in"]), TrajectoryOption("birth_year:object", 1, ["birth_year"])]
+    question = "when was [Ada] born"
+    dated = OfflinePolicy(bow_embed, BIRTHS, type_centroids=BIRTH_CENTROIDS,
+                          date_types=np.array([False, True, False]))
+    # the town explains "born" best, but a date is what "when" asks, and a chain reaches one: the plan is unsure
+    assert dated.named_kind(question, ADA, [o.type for o in options]) == 1
+    assert dated._misses_named_kind(question, ADA, options) and not dated.confident("q", question, ADA, options)
+    # "when" names nothing where no type spells dates (a wh-word is no noun of the graph's), as "who" never does
+    plain = OfflinePolicy(bow_embed, BIRTHS, type_centroids=BIRTH_CENTROIDS)
+    assert plain.named_kind(question, ADA, [o.type for o in options]) is None
+    assert not plain._misses_named_kind(question, ADA, options)
+    assert not dated._misses_named_kind("who was [Ada] born", ADA, options)
+    # standing among the dates, the walk has reached what "when" asks: no member need be called by a label
+    assert dated._scorer(question, ADA).kind_label_words("birth_year:object") is None
+
+
 def _chain_scores(question: str, centroids, **settings) -> dict[tuple[str, ...], float]:
     pol = OfflinePolicy(bow_embed, PLACES, settings=OfflineConfig(**settings), type_centroids=centroids)
     scorer = pol._scorer(question, ADA)

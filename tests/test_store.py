@@ -174,3 +174,11 @@ def test_relationship_texts_read_as_the_table_holds_them_by_index_slice_and_pass
     assert list(texts) == stored
     with pytest.raises(IndexError):
         texts[len(stored)]
+
+
+def test_date_types_are_the_types_whose_members_spell_dates(metaqa_project):
+    with Project.open(metaqa_project) as project:
+        store = GraphStore(project)
+        dated = [name for name, spelled in zip(store.type_names, store.date_types) if spelled]
+        # years ("1994"); not the movies, though a few of them are named so ("2010")
+        assert dated == ["year"]

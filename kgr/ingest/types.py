@@ -13,6 +13,7 @@ from kgr.errors import InputError
 from kgr.graph import Graph
 from kgr.ingest.compact import CompactGraph
 from kgr.ingest.readers import read_text
+from kgr.lexicon import DATE_SPELLING
 
 ROLES = ("subject", "object")
 
@@ -273,12 +274,6 @@ COARSE_KINDS = {
     "event": "an event: a war, battle, election, festival or competition",
     "concept": "a concept, a field, a language, a title or an award",
 }
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
-           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
-# Spellings that are a date or a number whatever their neighbourhood: "1854", "21 April 1854", "March 30, 1970",
-# "1990s", "12.5 million". Read before the embeddings, which place bare numerals poorly.
-_DATE = re.compile(rf"^(?:(?:\d{{1,2}}\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}},?)?\s+\d{{3,4}}|\d{{3,4}}s?|"
-                   rf"\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?:{_MONTHS})\.?\s+\d{{1,2}})$", re.IGNORECASE)
 # a numeral, maybe a scale word, maybe one lower-case unit or noun ("35", "3%", "1,700 fellows", "1.2 billion
 # people"); not "1009 Drayton Road" or "1987 World Championships", which name things
 _NUMBER = re.compile(r"^[-+]?\d[\d.,]*\s*(?:%|percent)?(?:\s+(?:thousand|million|billion))?(?:\s+[a-z]+)?$")
@@ -302,7 +297,7 @@ def coarse_kinds(names: list[str], entity_vectors: np.ndarray, src: np.ndarray, 
     chosen = [kinds[i] for i in scores.argmax(axis=1)]
     for index, name in enumerate(names):
         text = " ".join(name.split())
-        if _DATE.match(text):
+        if DATE_SPELLING.match(text):
             chosen[index] = "date"
         elif _NUMBER.match(text):
             chosen[index] = "number"

@@ -106,8 +106,9 @@ if TYPE_CHECKING:
 # reads a Freebase-style label with its type segment (DotRAG's 28); 29: a question naming such a label by its property
 # alone is confident (DotRAG's 29); 30: a verb before a mention that owns a noun ("studied under [X]'s teacher") reads
 # the hop after the owned noun's, not the first (`WalkReader`); 31: the offline policy is sure of a relation a question
-# word names, not of a type's name alone (DotRAG's 30); 32: classes name types (DotRAG's 31)
-PLAN_VERSION = 32
+# word names, not of a type's name alone (DotRAG's 30); 32: classes name types (DotRAG's 31); 33: "when"
+# names the types spelling dates (DotRAG's 32)
+PLAN_VERSION = 33
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

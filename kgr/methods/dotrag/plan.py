@@ -45,8 +45,9 @@ from kgr.errors import KgrError
 # ("pilot airline": `kgr.graph.subject_kind`); 29: a question naming such a label by its property alone ("genre") is
 # confident, unless the property names a kind of the graph
 # 30: a plan is sure of a relation a question word names, not of a type's name alone (`OfflinePolicy.confident`);
-# 31: the classes a relation stating kinds gives a type's members name it (`GraphStore.type_naming_classes`)
-PLAN_VERSION = 31
+# 31: the classes a relation stating kinds gives a type's members name it (`GraphStore.type_naming_classes`); 32:
+# "when" names the types whose members spell dates as a noun names its type (`GraphStore.date_types`)
+PLAN_VERSION = 32
 
 
 @dataclass(frozen=True)

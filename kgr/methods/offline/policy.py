@@ -95,7 +95,8 @@ import numpy as np
 
 from kgr.config import OfflineConfig
 from kgr.graph import inverse_base, relation_words, subject_kind, typed_labels
-from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, MENTION, OF_MENTION, OFFLINE_STOP_WORDS,
+from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, DATE_QUESTION_WORD, MENTION, OF_MENTION,
+                         OFFLINE_STOP_WORDS,
                          QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
                          is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
                          siblings_as_links, without_relative_wh)
@@ -120,11 +121,12 @@ class OfflinePolicy(Policy):
                  priors: dict[tuple[str, str, str], float] | None = None,
                  type_centroids: tuple[list[str], np.ndarray] | None = None,
                  type_labels: list[list[str]] | None = None, subject_steps: frozenset[tuple[str, str]] = frozenset(),
-                 type_classes: list[list[str]] | None = None):
+                 type_classes: list[list[str]] | None = None, date_types: np.ndarray | None = None):
         """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), and
         `type_labels` the relation labels naming each type's members (`GraphStore.type_naming_labels`), which the
         `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off),
-        as it does `type_classes`, the classes each type's members are stated to be of (`GraphStore.type_naming_classes`);
+        as it does `type_classes`, the classes each type's members are stated to be of (`GraphStore.type_naming_classes`),
+        and `date_types`, whether each type's members spell dates (`GraphStore.date_types`);
         `subject_steps` the steps arriving at their relation's subject end (`kgr.schema.subject_arrivals`)."""
         self._embed = embed
         self._subject_steps = subject_steps
@@ -137,7 +139,7 @@ class OfflinePolicy(Policy):
         kinds = {subject_kind(r) for r in self.typed_labels}
         self._bare_labels = frozenset(r for r in self.typed_labels if property_words(r) not in kinds)
         self._looks = None if type_centroids is None else TypeLooks.of(*type_centroids, type_labels, self.typed_labels,
-                                                                    type_classes)
+                                                                    type_classes, date_types)
         self._priors = priors or {}
         # speed machinery (kgr.methods.offline.chain_cache): it changes no score
         self._steps = StepNumbers()  # every step a scored chain has taken, numbered
@@ -168,6 +170,7 @@ class OfflinePolicy(Policy):
                    type_centroids=(store.type_names, store.type_centroids) if settings.answer_type else None,
                    type_labels=store.type_naming_labels if settings.answer_type else None,
                    type_classes=store.type_naming_classes if settings.answer_type else None,
+                   date_types=store.date_types if settings.answer_type else None,
                    subject_steps=frozenset(step for step in subject_arrivals(store) if names_its_object(step[0])))
 
     reads_previews = False  # decisions come from the question's words and the schema, not from example triples
@@ -305,15 +308,22 @@ class OfflinePolicy(Policy):
         """The one type of `type_names` the answer-kind words name ("what license": `licensed_under:object`): within
         `answer_type_margin` of their best, every other trailing by `answer_type_clarity` (`named_types`, read against
         the types' words, not their members' centroids as the `answer_type` term reads); None when they name none, or
-        several ("who": actors, directors and writers alike)."""
-        reading = self._scorer(question, anchor).reading
-        live = [i for i, t in enumerate(type_names) if type_words(t)]  # a relation's subject has no words to name
-        if not reading.answer_words or reading.vectors is None or not live:
+        several ("who": actors, directors and writers alike). "When" names the types whose members spell dates."""
+        scorer = self._scorer(question, anchor)
+        reading = scorer.reading
+        if not reading.answer_words or reading.vectors is None:
             return None
-        named = named_types(reading.vectors[reading.answer_words], self._type_vectors([type_names[i] for i in live]),
-                            self.settings.answer_type_margin, self.settings.answer_type_clarity).any(axis=0)
+        named = np.zeros(len(type_names), dtype=bool)
+        live = [i for i, t in enumerate(type_names) if type_words(t)]  # a relation's subject has no words to name
+        if live:
+            named[live] = named_types(reading.vectors[reading.answer_words],
+                                      self._type_vectors([type_names[i] for i in live]),
+                                      self.settings.answer_type_margin, self.settings.answer_type_clarity).any(axis=0)
+        if scorer.asks_dates(reading.answer_words).any():
+            rows = self._looks.rows
+            named |= np.array([t in rows and bool(self._looks.dates[rows[t]]) for t in type_names], dtype=bool)
         hits = np.flatnonzero(named)
-        return live[int(hits[0])] if len(hits) == 1 else None
+        return int(hits[0]) if len(hits) == 1 else None
 
     def explains_nearest(self, question: str, anchor: AnchorOption, options: list[TrajectoryOption]) -> bool:
         """Whether the best chain explains a question word nearest the mention (not one naming the answer's kind) at
@@ -707,10 +717,12 @@ class TypeLooks:
     name_texts: list[str]  # the words of every naming label, naming class and schema type name, once each
     labels: list[np.ndarray]  # per type row, its naming labels' and classes' places in `name_texts`
     own: np.ndarray  # per type row, its own name's place in `name_texts` (-1: an inferred type, named by a role)
+    dates: np.ndarray  # per type row, whether its members spell dates (`GraphStore.date_types`)
 
     @classmethod
     def of(cls, types: list[str], centroids: np.ndarray, labels: list[list[str]] | None,
-           typed: frozenset[str] = frozenset(), classes: list[list[str]] | None = None) -> "TypeLooks":
+           typed: frozenset[str] = frozenset(), classes: list[list[str]] | None = None,
+           dates: np.ndarray | None = None) -> "TypeLooks":
         """`typed`: the labels read with their type segment, which names what the label's object is to its subject
         ("pilot airline": a pilot's airline, an airline; `label_words`); `classes`: per type, the classes its members
         are stated to be of (`GraphStore.type_naming_classes`), names as they are."""
@@ -722,13 +734,16 @@ class TypeLooks:
         place = {text: i for i, text in enumerate(texts)}
         return cls({name: row for row, name in enumerate(types)}, centroids, texts,
                    [np.array(sorted({place[text] for text in texts}), dtype=np.int64) for texts in names],
-                   np.array([place.get(text, -1) for text in own], dtype=np.int64))
+                   np.array([place.get(text, -1) for text in own], dtype=np.int64),
+                   np.zeros(len(types), dtype=bool) if dates is None else np.asarray(dates, dtype=bool))
 
     def similarities(self, word_vectors: np.ndarray, nouns: np.ndarray,
-                     vector: Callable[[Sequence[str]], np.ndarray], by_words: bool = False) -> np.ndarray:
+                     vector: Callable[[Sequence[str]], np.ndarray], by_words: bool = False,
+                     dated: np.ndarray | None = None) -> np.ndarray:
         """Words x types: each word's cosine to the type's centroid, a noun's to its nearest naming label if higher;
         `by_words`: to its names in the graph's words alone (its naming labels, a schema type's own name; -inf for a
-        word that is no noun or a type without one)."""
+        word that is no noun or a type without one). A word asking for a date (`dated`: "when") names the types whose
+        members spell dates as a noun names its own type (1.0): their spelling is their name."""
         sims = np.full((len(word_vectors), len(self.rows)), -np.inf, dtype=np.float32) if by_words else \
             word_vectors @ self.centroids.T
         if self.name_texts and nouns.any():
@@ -738,6 +753,8 @@ class TypeLooks:
                     places = np.append(places, self.own[row])
                 if len(places):
                     sims[nouns, row] = np.maximum(sims[nouns, row], by_name[:, places].max(axis=1))
+        if dated is not None and dated.any() and self.dates.any():
+            sims[np.ix_(dated, self.dates)] = 1.0
         return sims
 
 
@@ -867,7 +884,7 @@ class ChainScorer:
             return None
         if self._noun_names is None:  # per graph type (row), once per question and anchor
             sims = looks.similarities(reading.vectors[nouns], np.ones(len(nouns), dtype=bool), self._vector,
-                                      by_words=True)
+                                      by_words=True, dated=self.asks_dates(nouns))
             # clearly, as `confident` asks of a word naming a step: "person" is near the actors' and writers' alike
             named = named_by_similarity(sims, settings.answer_type_margin, settings.answer_type_clarity)
             self._noun_names = (named & (sims >= settings.confident_similarity)).any(axis=0)
@@ -879,11 +896,12 @@ class ChainScorer:
     def kind_label_words(self, type_name: str) -> frozenset[str] | None:
         """The words of the type's naming labels a noun naming the answer's kind names clearly (at
         `confident_similarity`), for a type such a noun names by them; None when the noun names it by its own (schema)
-        name, or the type has no naming label."""
+        name or "when" its spelling (a date type), or the type has no naming label."""
         looks, reading = self._looks, self.reading
         row = None if looks is None else looks.rows.get(type_name)
         nouns = self._kind_noun_places()
-        if row is None or not nouns or not len(looks.labels[row]) or reading.vectors is None:
+        if row is None or not nouns or not len(looks.labels[row]) or reading.vectors is None or (
+                looks.dates[row] and self.asks_dates(nouns).any()):
             return None
         texts = [looks.name_texts[i] for i in looks.labels[row]]
         sims = reading.vectors[nouns] @ self._vector(texts).T
@@ -903,10 +921,20 @@ class ChainScorer:
         return [w for w, noun in zip(self.reading.answer_words, self._kind_nouns()) if noun]
 
     def _kind_nouns(self) -> np.ndarray:
-        """Per answer-kind word, whether it is a noun ("which stations"), not a wh-word ("when"): only a noun is read
-        against a type's names in the graph's words (`TypeLooks`)."""
+        """Per answer-kind word, whether it is a noun ("which stations"), not a wh-word ("who"): only a noun is read
+        against a type's names in the graph's words (`TypeLooks`). "When" is read as one where types spell dates
+        (`asks_dates`): it names them as clearly as "which year" does."""
         reading = self.reading
-        return np.array([reading.words[i][0] not in QUESTION_WORDS for i in reading.answer_words], dtype=bool)
+        return np.array([reading.words[i][0] not in QUESTION_WORDS for i in reading.answer_words], dtype=bool) | \
+            self.asks_dates(reading.answer_words)
+
+    def asks_dates(self, places: Sequence[int]) -> np.ndarray:
+        """Per word place, whether it is "when" (`lexicon.DATE_QUESTION_WORD`) and some type of the graph spells
+        dates (`TypeLooks.dates`)."""
+        looks = self._looks
+        if looks is None or not looks.dates.any():
+            return np.zeros(len(places), dtype=bool)
+        return np.array([self.reading.words[i][0] == DATE_QUESTION_WORD for i in places], dtype=bool)
 
     def _named_types(self) -> np.ndarray | None:
         """Per type number, how many of the answer-kind words name the type (None: no such word, or no centroids)."""
@@ -915,7 +943,8 @@ class ChainScorer:
             return None
         type_names = self._numbers.type_names  # grows as chains take new steps: count the types seen so far
         if self._kind_names is None or len(self._kind_names) < len(type_names):
-            sims = looks.similarities(reading.vectors[reading.answer_words], self._kind_nouns(), self._vector)
+            sims = looks.similarities(reading.vectors[reading.answer_words], self._kind_nouns(), self._vector,
+                                      dated=self.asks_dates(reading.answer_words))
             named = named_by_similarity(sims, settings.answer_type_margin,
                                         settings.answer_type_clarity)  # kind words x graph types
             rows, unnamed = looks.rows, np.zeros(len(named), dtype=bool)
