@@ -78,7 +78,8 @@ OUT = ROOT / "bench" / "out" / "suite"
 DATA_OUT = ROOT / "bench" / "out" / "suite" / "data"
 DEVGRAPHS = ROOT / "fixtures" / "devgraphs"  # hand-made graphs (`devgraphs_check.TRIPLE_FILES`, questions.jsonl)
 DEV_GRAPHS = ("packages", "genealogy", "hospital", "publishing", "kinfolk", "mediabase", "catalog", "research",
-              "transit", "campus", "ventures", "civics", "pharma", "music", "league", "airways", "letters", "museums")
+              "transit", "campus", "ventures", "civics", "pharma", "music", "league", "airways", "letters", "museums",
+              "dining")
 # the dev graphs with a user's schema (`schema.toml` beside the triples) run again, ingested with it: dev-<graph>-schema
 SCHEMA_GRAPHS = tuple(graph for graph in DEV_GRAPHS if (DEVGRAPHS / graph / "schema.toml").exists())
 RELABEL_STYLES = ("camel", "spaced", "path", "dunder")  # bench/relabel.py's respellings run as suite sets
