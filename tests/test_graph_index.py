@@ -137,12 +137,26 @@ def test_what_the_graph_calls_an_entity_is_the_labels_it_is_an_object_of():
     src = np.array([0, 0, 1, 2, 4])  # S1 - S2 adjacent; S1, S2 in D1; D1 in Basel; CH "contains" Basel (an inverse twin)
     dst = np.array([1, 2, 2, 3, 3])
     store = SimpleNamespace(num_entities=len(names), src=src, dst=dst, relation_ids=np.array([0, 1, 1, 1, 2]),
-                            relation_labels=list(labels), names=names, name_index={})
+                            relation_labels=list(labels), names=names, name_index={}, kind_relations=[])
     index = PlanIndex(store)
     assert index.called([1]) == ["adjacent station"]  # S2
     assert index.called([2]) == ["located in"]  # D1: a district is no station, though both are "located in" something
     assert index.called([3]) == ["located in"]  # an inverse twin calls its base relation's subjects nothing
     assert index.called([0]) == [] and index.called([1, 2]) == ["adjacent station", "located in"]
+
+
+def test_what_the_graph_calls_an_entity_is_also_the_class_a_relation_stating_kinds_gives_it():
+    names = ["Ferrante", "Osteria Ferrante", "Marco", "Restaurant", "Chef", "Golden Ladle"]
+    labels = ("instance of", "head chef", "award")
+    src = np.array([0, 1, 2, 0, 1, 0])
+    dst = np.array([3, 3, 4, 2, 2, 5])
+    store = SimpleNamespace(num_entities=len(names), src=src, dst=dst, relation_ids=np.array([0, 0, 0, 1, 1, 2]),
+                            relation_labels=list(labels), names=names, name_index={}, kind_relations=["instance of"])
+    index = PlanIndex(store)
+    # a restaurant is the object of no label: its class names it, as `TypeLooks` reads the type it belongs to
+    assert index.called([0]) == ["Restaurant"] and index.called([0, 1]) == ["Restaurant"]
+    assert index.called([2]) == ["Chef", "head chef"]
+    assert index.called([5]) == ["award"] and index.called([3]) == ["instance of"]
 
 
 @pytest.fixture(scope="module")

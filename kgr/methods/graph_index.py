@@ -71,11 +71,17 @@ class PlanIndex:
         return dict(zip(words, vectors([text, *words])[1:]))
 
     def called(self, eids) -> list[str]:
-        """The words of the relation labels `eids` are objects of, anywhere in the graph, sorted: what the graph calls
-        them (`adjacent station`); an `_inverse` twin calls its base relation's subjects nothing."""
+        """The words of the relation labels `eids` are objects of, anywhere in the graph, and the names of the classes
+        a relation stating kinds gives them (`GraphStore.type_naming_classes`), sorted: what the graph calls them
+        (`adjacent station`, `Restaurant`); an `_inverse` twin calls its base relation's subjects nothing."""
+        eids = np.asarray(eids, dtype=np.int64)
         indptr, relations = self._objects_of
-        entries, _ = csr_entries(indptr, np.asarray(eids, dtype=np.int64))
-        return sorted({self._plain_labels[r] for r in np.unique(relations[entries]).tolist()} - {""})
+        entries, _ = csr_entries(indptr, eids)
+        called = {self._plain_labels[r] for r in np.unique(relations[entries]).tolist()} - {""}
+        indptr, classes = self._classes_of
+        entries, _ = csr_entries(indptr, eids)
+        names = self.store.names
+        return sorted(called | {names[c] for c in np.unique(classes[entries]).tolist()})
 
     @cached_property
     def _objects_of(self) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +94,18 @@ class PlanIndex:
         indptr = np.zeros(store.num_entities + 1, dtype=np.int64)
         np.cumsum(np.bincount(objects, minlength=store.num_entities), out=indptr[1:])
         return indptr, relations
+
+    @cached_property
+    def _classes_of(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per entity, the classes a relation stating kinds gives it (a CSR: row pointers, class eids)."""
+        store = self.store
+        stating = [i for i, label in enumerate(store.relation_labels) if label in set(store.kind_relations)]
+        edges = np.flatnonzero(np.isin(store.relation_ids, stating))
+        keys = np.unique(store.src[edges].astype(np.int64) * max(store.num_entities, 1) + store.dst[edges])
+        subjects, classes = np.divmod(keys, max(store.num_entities, 1))
+        indptr = np.zeros(store.num_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(subjects, minlength=store.num_entities), out=indptr[1:])
+        return indptr, classes
 
     @cached_property
     def _plain_labels(self) -> list[str]:
