@@ -27,6 +27,7 @@ from kgr.methods.direction import (BACKWARD, EITHER, FORWARD, QuestionTokens, Wa
     ("was acquired by", True, True, False, "acquired", False, False),
     ("isMemberOf", False, False, True, "member", False, False),  # ... but "of" is a noun's
     ("is a subsidiary of", False, False, True, "subsidiary", False, False),
+    ("dbo:trainedUnder", True, True, False, "trained", False, False),  # "under" leads the doer, as "by" does
 ])
 def test_label_forms(relation, verb, passive, of_form, head, symmetric, inverse):
     form = label_form(relation)
@@ -70,6 +71,11 @@ def first_hop(question: str, anchor: str, relation: str, siblings_as_links: bool
     ("Who was the advisor of [X]'s advisor?", "doctoralAdvisor", FORWARD),
     ("Whose advisor was [X]?", "doctoralAdvisor", BACKWARD),
     ("Who is [X]'s successor?", "successor_of", BACKWARD),
+    # "under" leads the doer as "by" does: whoever trained under [X] was trained by X
+    ("Which chefs did [X] train?", "trainedUnder", BACKWARD),
+    ("Who trained under [X]?", "trainedUnder", BACKWARD),
+    ("Whom did [X] train under?", "trainedUnder", FORWARD),
+    ("Who are [X]'s trainees?", "trainedUnder", BACKWARD),  # what the verb is done to: its subject
     # an inverse twin runs its base relation backward
     ("Which papers cite [X]?", "cites_inverse", FORWARD),
 ])

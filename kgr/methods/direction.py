@@ -41,6 +41,9 @@ BE_FORMS = frozenset("is are was were be been being get gets got".split())
 DETERMINERS = frozenset("the a an his her their its my your our".split())
 # The possessive endings `QuestionTokens` keeps as words of their own.
 POSSESSIVE_ENDINGS = frozenset({"'s", "'"})
+# Prepositions that lead a verb's doer: "maintained by [X]", "trained under [X]" (X trained them), so a verb before one
+# reads as a passive ("[X] trained under" a mentor: `trained under` names its subject by the verb's object).
+AGENT_PREPOSITIONS = frozenset({"by", "under"})
 # Prepositions a verb label ends with ("depends on", "belongs to"); a label ending in "of" is a noun's ("child of").
 PREPOSITIONS = frozenset("on in at to from by with under into onto upon for about over through".split())
 # Forms of "be" that lead a participle in a label ("was born in", "is located in"): the word after them is the verb.
@@ -51,7 +54,7 @@ class LabelForm:
     """How a relation label reads in English."""
 
     verb: bool  # a verb phrase ("depends on", "cites", "maintained by"), else a noun ("children", "child of")
-    passive: bool  # a verb in the passive ("superseded by"): its subject is the verb's object
+    passive: bool  # a verb in the passive ("superseded by", "trained under"): its subject is the verb's object
     of_form: bool  # a noun joined by "of" ("child of"): the subject is the noun's relative, not the object
     head: str  # the verb's or noun's word
     symmetric: bool  # no direction: a verb "with" ("collaborated with"), a sibling or spouse noun
@@ -79,7 +82,8 @@ def label_form(relation: str) -> LabelForm:
     noun = parts[-2] if of_form else (parts[-1] if parts else "")
     kin = kin_kind(noun)
     symmetric = (verb and parts[-1] == "with") or kin in ("sibling", "spouse")
-    return LabelForm(verb, verb and parts[-1] == "by", of_form, head if verb else noun, symmetric, base is not None)
+    return LabelForm(verb, verb and parts[-1] in AGENT_PREPOSITIONS, of_form, head if verb else noun, symmetric,
+                     base is not None)
 
 
 @dataclass(frozen=True)
@@ -136,10 +140,11 @@ class QuestionTokens:
                                 or (before[0] in DETERMINERS and before[-1] not in FUNCTION_WORDS)))
 
     def is_passive(self, at: int) -> bool:
-        """Whether the verb at `at` is passive: "by" follows it, or a form of "be" precedes its participle."""
+        """Whether the verb at `at` is passive: "by" or "under" follows it (`AGENT_PREPOSITIONS`), or a form of "be"
+        precedes its participle."""
         after = self.tokens[at + 1] if at + 1 < len(self.tokens) else ""
         before = self.tokens[at - 1] if at > 0 else ""
-        return after == "by" or (before in BE_FORMS and self.tokens[at].endswith(("ed", "en")))
+        return after in AGENT_PREPOSITIONS or (before in BE_FORMS and self.tokens[at].endswith(("ed", "en")))
 
 
 def _words(text: str) -> list[str]:

@@ -107,8 +107,9 @@ if TYPE_CHECKING:
 # alone is confident (DotRAG's 29); 30: a verb before a mention that owns a noun ("studied under [X]'s teacher") reads
 # the hop after the owned noun's, not the first (`WalkReader`); 31: the offline policy is sure of a relation a question
 # word names, not of a type's name alone (DotRAG's 30); 32: classes name types (DotRAG's 31); 33: "when"
-# names the types spelling dates (DotRAG's 32); 34: entities are called by their classes too (DotRAG's 33)
-PLAN_VERSION = 34
+# names the types spelling dates (DotRAG's 32); 34: entities are called by their classes too (DotRAG's 33); 35:
+# "under" leads a verb's doer (DotRAG's 34)
+PLAN_VERSION = 35
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

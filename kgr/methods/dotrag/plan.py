@@ -47,8 +47,9 @@ from kgr.errors import KgrError
 # 30: a plan is sure of a relation a question word names, not of a type's name alone (`OfflinePolicy.confident`);
 # 31: the classes a relation stating kinds gives a type's members name it (`GraphStore.type_naming_classes`); 32:
 # "when" names the types whose members spell dates as a noun names its type (`GraphStore.date_types`); 33: a walk
-# standing among entities stated of the class a kind noun names has reached that kind (`PlanIndex.called`)
-PLAN_VERSION = 33
+# standing among entities stated of the class a kind noun names has reached that kind (`PlanIndex.called`); 34: "under"
+# leads a verb's doer as "by" does (`direction.AGENT_PREPOSITIONS`)
+PLAN_VERSION = 34
 
 
 @dataclass(frozen=True)
