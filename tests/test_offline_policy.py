@@ -1050,14 +1050,16 @@ def test_the_classes_its_members_are_stated_to_be_of_name_a_type_to_a_noun():
 
 
 # A person was born in a town and in a year; no label fits "when", and "born" fits `born in` best. The years' type is
-# inferred (`birth_year:object`), its centroid of numerals near no word; its members spell dates (`GraphStore.date_types`).
+# inferred (`birth_year:object`), its centroid of numerals near no word; its members spell dates
+# (`GraphStore.date_types`).
 BIRTHS = {"person": [("born_in", "born_in:object"), ("birth_year", "birth_year:object")], "born_in:object": [],
           "birth_year:object": []}
 BIRTH_CENTROIDS = (["born_in:object", "birth_year:object", "person"], bow_embed(["town", "numeral", "person"]))
 
 
 def test_when_names_the_types_whose_members_spell_dates():
-    options = [TrajectoryOption("born_in:object", 1, ["born_in"]), TrajectoryOption("birth_year:object", 1, ["birth_year"])]
+    options = [TrajectoryOption("born_in:object", 1, ["born_in"]),
+               TrajectoryOption("birth_year:object", 1, ["birth_year"])]
     question = "when was [Ada] born"
     dated = OfflinePolicy(bow_embed, BIRTHS, type_centroids=BIRTH_CENTROIDS,
                           date_types=np.array([False, True, False]))

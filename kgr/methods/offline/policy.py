@@ -96,10 +96,9 @@ import numpy as np
 from kgr.config import OfflineConfig
 from kgr.graph import inverse_base, relation_words, subject_kind, typed_labels
 from kgr.lexicon import (ARTICLE_NOUN_MENTION, BY_MENTION, CUE_WORDS, DATE_QUESTION_WORD, MENTION, OF_MENTION,
-                         OFFLINE_STOP_WORDS,
-                         QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention, hyphenated_words,
-                         is_sibling_word, kin_chains, kin_class, possessed_words, question_words, sharing_cue,
-                         siblings_as_links, without_relative_wh)
+                         OFFLINE_STOP_WORDS, QUESTION_WORDS, SIBLING_LINKS, answer_kind_words, around_mention,
+                         hyphenated_words, is_sibling_word, kin_chains, kin_class, possessed_words, question_words,
+                         sharing_cue, siblings_as_links, without_relative_wh)
 from kgr.methods.direction import label_form
 from kgr.methods.offline.chain_cache import (CompiledGroups, RecentScorers, StepNumbers, TailMemo, fanned, stacked,
                                             tail_rows)
@@ -125,8 +124,9 @@ class OfflinePolicy(Policy):
         """`type_centroids`: type names and their members' mean entity vectors (`GraphStore.type_centroids`), and
         `type_labels` the relation labels naming each type's members (`GraphStore.type_naming_labels`), which the
         `answer_type` term compares with the words naming the answer's kind (`TypeLooks`; None: the term is off),
-        as it does `type_classes`, the classes each type's members are stated to be of (`GraphStore.type_naming_classes`),
-        and `date_types`, whether each type's members spell dates (`GraphStore.date_types`);
+        as it does `type_classes`, the classes each type's members are stated to be of
+        (`GraphStore.type_naming_classes`), and `date_types`, whether each type's members spell dates
+        (`GraphStore.date_types`);
         `subject_steps` the steps arriving at their relation's subject end (`kgr.schema.subject_arrivals`)."""
         self._embed = embed
         self._subject_steps = subject_steps
@@ -709,8 +709,9 @@ class ChainGroup:
 class TypeLooks:
     """What each type of the graph looks like to a word naming the answer's kind: its members' mean vector, and to a
     noun ("which stations", not "where") also the relation labels naming its members (`GraphStore.type_naming_labels`)
-    and the classes they are stated to be of (`GraphStore.type_naming_classes`), whichever is nearer. Invented station names average to nothing "stations" is near, but the graph calls them
-    `adjacent station`; a wh-word is not the graph's wording ("when" is near `born in`, whose objects are places)."""
+    and the classes they are stated to be of (`GraphStore.type_naming_classes`), whichever is nearer. Invented station
+    names average to nothing "stations" is near, but the graph calls them `adjacent station`; a wh-word is not the
+    graph's wording ("when" is near `born in`, whose objects are places)."""
 
     rows: dict[str, int]  # row per type name
     centroids: np.ndarray  # types x dimensions (`GraphStore.type_centroids`)
