@@ -108,8 +108,9 @@ if TYPE_CHECKING:
 # the hop after the owned noun's, not the first (`WalkReader`); 31: the offline policy is sure of a relation a question
 # word names, not of a type's name alone (DotRAG's 30); 32: classes name types (DotRAG's 31); 33: "when"
 # names the types spelling dates (DotRAG's 32); 34: entities are called by their classes too (DotRAG's 33); 35:
-# "under" leads a verb's doer (DotRAG's 34)
-PLAN_VERSION = 35
+# "under" leads a verb's doer (DotRAG's 34); 36: a role word naming another way out unsettles one step into the
+# named kind (DotRAG's 35)
+PLAN_VERSION = 36
 _VARIABLE = re.compile(r"^\?[A-Za-z_][\w\-]*$")
 
 

@@ -48,8 +48,9 @@ from kgr.errors import KgrError
 # 31: the classes a relation stating kinds gives a type's members name it (`GraphStore.type_naming_classes`); 32:
 # "when" names the types whose members spell dates as a noun names its type (`GraphStore.date_types`); 33: a walk
 # standing among entities stated of the class a kind noun names has reached that kind (`PlanIndex.called`); 34: "under"
-# leads a verb's doer as "by" does (`direction.AGENT_PREPOSITIONS`)
-PLAN_VERSION = 34
+# leads a verb's doer as "by" does (`direction.AGENT_PREPOSITIONS`); 35: one step into the named kind is unsure
+# where the anchor's role word names another way out
+PLAN_VERSION = 35
 
 
 @dataclass(frozen=True)

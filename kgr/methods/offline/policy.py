@@ -301,7 +301,10 @@ class OfflinePolicy(Policy):
         ids, scores, owner, _ = self._option_scores(question, anchor, options)
         top = int(np.argmax(scores))
         leading = int(owner[top])
+        # a role word naming another way out ("the packages that [X] depends on": `depends_on`) is left to guess
+        role = self._scorer(question, anchor).reading.role_relation
         return (int((ids[top] >= 0).sum()) == 1 and len(options[leading].relations) == 1
+                and role in (None, options[leading].relations[0])
                 and self.named_kind(question, anchor, [o.type for o in options]) == leading)
 
     def named_kind(self, question: str, anchor: AnchorOption, type_names: list[str]) -> int | None:
