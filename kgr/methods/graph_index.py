@@ -99,7 +99,8 @@ class PlanIndex:
     def _classes_of(self) -> tuple[np.ndarray, np.ndarray]:
         """Per entity, the classes a relation stating kinds gives it (a CSR: row pointers, class eids)."""
         store = self.store
-        stating = [i for i, label in enumerate(store.relation_labels) if label in set(store.kind_relations)]
+        kinds = set(store.kind_relations)
+        stating = [i for i, label in enumerate(store.relation_labels) if label in kinds]
         edges = np.flatnonzero(np.isin(store.relation_ids, stating))
         keys = np.unique(store.src[edges].astype(np.int64) * max(store.num_entities, 1) + store.dst[edges])
         subjects, classes = np.divmod(keys, max(store.num_entities, 1))
