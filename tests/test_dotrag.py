@@ -444,6 +444,21 @@ def test_label_weight_blends_text_and_label_similarity(dotrag):
     assert not flagged and {graph.relation_labels[graph.relation_ids[r]] for r in rids[kept]} == {"written_by"}
 
 
+def test_a_frontier_entity_without_the_asked_label_keeps_its_own_best(dotrag):
+    # one link recorded by two labels for different entities: B's edges of the asked label are not among its candidates
+    method = dotrag(label_margin=0.05, min_similarity=-1.0)
+    graph = method.store
+    written, directed = (graph.relation_labels.index(label) for label in ("written_by", "directed_by"))
+    movies = [m for m in np.unique(graph.src[graph.relation_ids == written]).tolist()
+              if ((graph.src == m) & (graph.relation_ids == directed)).any()]
+    a, b = movies[:2]
+    rids = np.flatnonzero(((graph.src == a) & np.isin(graph.relation_ids, [written, directed]))
+                          | ((graph.src == b) & (graph.relation_ids == directed))).astype(np.int64)
+    kept, _, _ = method._select(rids, "written by writer", graph.src[rids], depth=2)
+    labels = {(int(graph.src[r]), graph.relation_labels[graph.relation_ids[r]]) for r in rids[kept]}
+    assert labels == {(a, "written_by"), (b, "directed_by")}  # a keeps the asked label only, b its own best
+
+
 def test_a_hop_keeps_its_best_relationships_when_none_reaches_the_floor_and_says_so(dotrag):
     method = dotrag(min_similarity=0.99, label_margin=0)
     graph = method.store

@@ -583,6 +583,15 @@ class DotRAG:
             if settings.label_margin > 0:
                 # Keep only relationships whose relation label is (nearly) the best match for the query's wording.
                 eligible = label_sims >= label_sims.max() - settings.label_margin
+                if settings.search_per_entity and len(near):
+                    # ... and of a frontier entity with none, its own best (one link recorded by two labels: a
+                    # restaurant's `dbo:headChef`, another's chef `ex:worksAt` it)
+                    groups, at = np.unique(near, return_inverse=True)
+                    has = np.zeros(len(groups), dtype=bool)
+                    np.logical_or.at(has, at, eligible)
+                    own = np.full(len(groups), -np.inf, dtype=label_sims.dtype)
+                    np.maximum.at(own, at, label_sims)
+                    eligible |= ~has[at] & (label_sims >= own[at] - settings.label_margin)
         masked = np.where(eligible, sims, -np.inf)
         top = settings.anchor_top if depth == 1 and settings.anchor_top else settings.search_top
         if settings.search_per_entity:
